@@ -1,0 +1,27 @@
+#include "ir/program.h"
+
+namespace fxopt {
+
+const TensorInfo* ModuleInfo::tensor(const std::string& name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+const ModuleInfo* Program::module(Symbol path) const {
+  auto it = modules.find(path.str());
+  return it == modules.end() ? nullptr : &it->second;
+}
+
+const TensorInfo* Program::attribute(Symbol path) const {
+  auto it = attributes.find(path.str());
+  return it == attributes.end() ? nullptr : &it->second;
+}
+
+std::string Program::unique_path(const std::string& base) {
+  std::string candidate = base;
+  for (int i = 1; taken_paths.contains(candidate); ++i) candidate = base + "_" + std::to_string(i);
+  taken_paths.insert(candidate);
+  return candidate;
+}
+
+}  // namespace fxopt

@@ -1,0 +1,26 @@
+// Where an operand sits in a call: fx allows most operands positionally or by keyword, and a
+// rewrite that swaps one operand must put the new value back in the same place.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ir/node.h"
+
+namespace fxopt {
+
+struct InputSlot {
+  size_t index = 0;     // position, when positional
+  std::string keyword;  // keyword name; used when not positional
+  bool positional = true;
+
+  const Arg& read(const Node& node) const;
+  // The node's args and kwargs with this slot holding `value`.
+  std::pair<Args, Kwargs> write(const Node& node, Arg value) const;
+};
+
+// The slot of the operand at `index` / `keyword`, if the node passes it at all.
+std::optional<InputSlot> find_slot(const Node& node, size_t index, std::string_view keyword);
+
+}  // namespace fxopt

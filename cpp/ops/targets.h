@@ -1,0 +1,24 @@
+// Targets the op views recognise, spelled the way the bridge names them: fx's qualified name
+// for Python callables, `str(op)` for ATen overloads, the method name for call_method.
+#pragma once
+
+#include "ir/symbol.h"
+
+namespace fxopt::targets {
+
+inline const Symbol kOperatorTrueDiv = Symbol::intern("_operator.truediv");
+inline const Symbol kOperatorMul = Symbol::intern("_operator.mul");
+inline const Symbol kTorchDiv = Symbol::intern("torch.div");
+inline const Symbol kTorchTrueDivide = Symbol::intern("torch.true_divide");
+inline const Symbol kTorchMul = Symbol::intern("torch.mul");
+inline const Symbol kMethodDiv = Symbol::intern("div");
+inline const Symbol kMethodDivInplace = Symbol::intern("div_");
+inline const Symbol kMethodTrueDivide = Symbol::intern("true_divide");
+inline const Symbol kMethodMul = Symbol::intern("mul");
+inline const Symbol kMethodMulInplace = Symbol::intern("mul_");
+inline const Symbol kAtenDivTensor = Symbol::intern("aten.div.Tensor");
+inline const Symbol kAtenDivScalar = Symbol::intern("aten.div.Scalar");
+inline const Symbol kAtenMulTensor = Symbol::intern("aten.mul.Tensor");
+inline const Symbol kAtenMulScalar = Symbol::intern("aten.mul.Scalar");
+
+}  // namespace fxopt::targets

@@ -1,0 +1,115 @@
+#include "rewrite/marks.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace fxopt {
+namespace {
+
+const std::vector<Arg>* tuple_items(const Node& node, std::string_view key) {
+  const Arg* value = node.meta().find(key);
+  return value && value->is<Tuple>() ? &value->as<Tuple>().items : nullptr;
+}
+
+void store(Rewriter& rewriter, Node* node, std::string_view key, std::vector<Arg> items) {
+  if (items.empty()) rewriter.erase_meta(node, key);
+  else rewriter.set_meta(node, key, Tuple{std::move(items)});
+}
+
+bool is_entry_for(const Arg& entry, std::string_view signature) {
+  const auto* pair = entry.sequence();
+  return pair && pair->size() == 2 && (*pair)[0] == Arg(std::string(signature));
+}
+
+}  // namespace
+
+bool is_marked(const Node& node, std::string_view signature) {
+  const auto* marks = tuple_items(node, kMarksKey);
+  return marks && std::find(marks->begin(), marks->end(), Arg(std::string(signature))) != marks->end();
+}
+
+void mark(Rewriter& rewriter, Node* node, std::string_view signature) {
+  if (is_marked(*node, signature)) return;
+  const auto* marks = tuple_items(*node, kMarksKey);
+  std::vector<Arg> items = marks ? *marks : std::vector<Arg>{};
+  items.emplace_back(std::string(signature));
+  store(rewriter, node, kMarksKey, std::move(items));
+}
+
+void unmark(Rewriter& rewriter, Node* node, std::string_view signature) {
+  const auto* marks = tuple_items(*node, kMarksKey);
+  if (!marks) return;
+  std::vector<Arg> items = *marks;
+  std::erase(items, Arg(std::string(signature)));
+  store(rewriter, node, kMarksKey, std::move(items));
+}
+
+std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature) {
+  std::vector<Node*> nodes;
+  for (Node* n : graph)
+    if (is_marked(*n, signature)) nodes.push_back(n);
+  return nodes;
+}
+
+Record::Record(const Arg& stored) {
+  const auto* items = stored.sequence();
+  if (!items) throw std::invalid_argument("reversal record is not a tuple: " + to_string(stored));
+  for (const Arg& pair : *items) {
+    const auto* kv = pair.sequence();
+    if (!kv || kv->size() != 2 || !(*kv)[0].is<std::string>())
+      throw std::invalid_argument("malformed reversal record entry: " + to_string(pair));
+    items_.emplace_back((*kv)[0].as<std::string>(), (*kv)[1]);
+  }
+}
+
+Record& Record::set(std::string key, Arg value) {
+  items_.emplace_back(std::move(key), std::move(value));
+  return *this;
+}
+
+const Arg* Record::get(std::string_view key) const {
+  for (const auto& [k, v] : items_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const Arg& Record::at(std::string_view key) const {
+  if (const Arg* v = get(key)) return *v;
+  throw std::invalid_argument("reversal record has no '" + std::string(key) + "'");
+}
+
+Arg Record::to_arg() const {
+  Tuple out;
+  for (const auto& [k, v] : items_) out.items.push_back(Tuple{{Arg(k), v}});
+  return out;
+}
+
+std::optional<Record> reversal_record(const Node& node, std::string_view signature) {
+  const auto* entries = tuple_items(node, kReversalKey);
+  if (!entries) return std::nullopt;
+  for (const Arg& entry : *entries)
+    if (is_entry_for(entry, signature)) return Record(entry.sequence()->at(1));
+  return std::nullopt;
+}
+
+void set_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature,
+                         const Record& record) {
+  const auto* entries = tuple_items(*node, kReversalKey);
+  std::vector<Arg> items;
+  if (entries)
+    std::copy_if(entries->begin(), entries->end(), std::back_inserter(items),
+                 [&](const Arg& e) { return !is_entry_for(e, signature); });
+  items.push_back(Tuple{{Arg(std::string(signature)), record.to_arg()}});
+  store(rewriter, node, kReversalKey, std::move(items));
+}
+
+void clear_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature) {
+  const auto* entries = tuple_items(*node, kReversalKey);
+  if (!entries) return;
+  std::vector<Arg> items;
+  std::copy_if(entries->begin(), entries->end(), std::back_inserter(items),
+               [&](const Arg& e) { return !is_entry_for(e, signature); });
+  store(rewriter, node, kReversalKey, std::move(items));
+}
+
+}  // namespace fxopt

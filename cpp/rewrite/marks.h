@@ -1,0 +1,50 @@
+// Marks and reversal records: what a transformation leaves on the nodes it changed.
+//
+// Both live in node metadata so they travel with the fx graph (deep copies, later bridge
+// sessions) and reverse needs nothing but the graph. Values are tuples, never dicts or lists:
+// fx copies `node.meta` shallowly, and immutable values keep copies from sharing state.
+//   meta["fxopt_transformations"] = ("<signature>", ...)
+//   meta["fxopt_reversal"]        = (("<signature>", <record>), ...)
+// A record is a tuple of (key, value) pairs built with Record.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/node.h"
+#include "rewrite/rewriter.h"
+
+namespace fxopt {
+
+inline constexpr std::string_view kMarksKey = "fxopt_transformations";
+inline constexpr std::string_view kReversalKey = "fxopt_reversal";
+
+bool is_marked(const Node& node, std::string_view signature);
+void mark(Rewriter& rewriter, Node* node, std::string_view signature);
+void unmark(Rewriter& rewriter, Node* node, std::string_view signature);
+// Nodes that carry `signature`'s mark, in graph order. O(n): reverse runs once per call.
+std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature);
+
+class Record {
+ public:
+  Record() = default;
+  explicit Record(const Arg& stored);
+
+  Record& set(std::string key, Arg value);
+  const Arg* get(std::string_view key) const;
+  // The value under `key`; throws naming the key if the record lacks it.
+  const Arg& at(std::string_view key) const;
+  Arg to_arg() const;
+
+ private:
+  std::vector<std::pair<std::string, Arg>> items_;
+};
+
+// The record `signature` left on `node`, if any.
+std::optional<Record> reversal_record(const Node& node, std::string_view signature);
+void set_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature,
+                         const Record& record);
+void clear_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature);
+
+}  // namespace fxopt

@@ -1,0 +1,74 @@
+// The base of every built-in transformation and the driver that runs one.
+//
+// A pass names the (kind, target) pairs it fires on; the driver takes candidates from the
+// graph's index in graph order and hands them to `rewrite` one at a time. Reverse visits the
+// nodes that carry the pass's reversal record. Either direction reports what changed and, for
+// each candidate it left alone, why.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rewrite/edit_log.h"
+#include "rewrite/marks.h"
+#include "rewrite/rewriter.h"
+#include "tensor/tensor_ops.h"
+
+namespace fxopt {
+
+struct Trigger {
+  NodeKind kind;
+  Symbol target;
+};
+
+struct Skip {
+  std::string node;
+  std::string reason;
+};
+
+struct PassResult {
+  std::vector<std::string> changed;  // names of the nodes the pass changed or created
+  std::vector<Skip> skipped;
+};
+
+// A failure that aborts the whole pass; the bridge then leaves the GraphModule untouched.
+class PassError : public std::runtime_error {
+ public:
+  PassError(const Node& node, const std::string& reason)
+      : std::runtime_error("node '" + node.name() + "': " + reason), node_(node.name()) {}
+  const std::string& node() const { return node_; }
+
+ private:
+  std::string node_;
+};
+
+struct PassContext {
+  Rewriter& rewriter;
+  TensorOps& tensors;
+  const std::string& signature;
+  PassResult result;
+
+  // Records the change in the result and marks the node with the pass's signature.
+  void changed(Node* node);
+  // Records a node that reverse put back; reverse leaves no mark.
+  void restored(Node* node) { result.changed.push_back(node->name()); }
+  void skip(const Node& node, std::string reason);
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::vector<Trigger> triggers() const = 0;
+  // Rewrites one candidate, or calls ctx.skip with the reason it does not apply.
+  virtual void rewrite(PassContext& ctx, Node* candidate) const = 0;
+  // Undoes what `rewrite` did to `node` from the record it left there.
+  virtual void restore(PassContext& ctx, Node* node, const Record& record) const;
+};
+
+// Runs `pass` forward (or in reverse) over the whole program, logging every edit to `log`.
+PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps& tensors,
+                    const std::string& signature, bool reverse);
+
+}  // namespace fxopt

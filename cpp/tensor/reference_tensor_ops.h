@@ -1,0 +1,40 @@
+// TensorOps on plain C++ vectors, for the engine's own tests: values are held as doubles and
+// rounded to float32 / float16-like precision only through `cast`, which the tests do not need.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/tensor_ops.h"
+
+namespace fxopt {
+
+class ReferenceTensorOps final : public TensorOps {
+ public:
+  TensorInfo make(std::vector<int64_t> shape, std::vector<double> values,
+                  std::string dtype = "float32");
+  const std::vector<double>& values(const TensorInfo& t) const;
+
+  TensorInfo cat(const std::vector<TensorInfo>& parts, int64_t dim) override;
+  TensorInfo slice(const TensorInfo& t, int64_t dim, int64_t start, int64_t end) override;
+  TensorInfo add(const TensorInfo& a, const TensorInfo& b) override;
+  TensorInfo sub(const TensorInfo& a, const TensorInfo& b) override;
+  TensorInfo mul(const TensorInfo& a, const TensorInfo& b) override;
+  TensorInfo add_scalar(const TensorInfo& a, double value) override;
+  TensorInfo rsqrt(const TensorInfo& a) override;
+  TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override;
+  TensorInfo cast(const TensorInfo& a, const std::string& dtype) override;
+  TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override;
+  TensorInfo clone(const TensorInfo& a) override;
+
+ private:
+  template <class F>
+  TensorInfo broadcast(const TensorInfo& a, const TensorInfo& b, F op);
+  TensorInfo map(const TensorInfo& a, double (*op)(double, double), double scalar);
+
+  std::unordered_map<uint64_t, std::vector<double>> data_;
+  uint64_t next_handle_ = 1;
+};
+
+}  // namespace fxopt

@@ -1,0 +1,38 @@
+// Weight arithmetic, kept out of the core.
+//
+// Passes that compute new weights (merging, folding) describe the arithmetic through this
+// interface; the bridge executes it with torch on each tensor's own device and dtype, and the
+// reference implementation executes it in plain C++ for the tests. Every result is a new,
+// contiguous tensor that shares no storage with its inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace fxopt {
+
+class TensorOps {
+ public:
+  virtual ~TensorOps() = default;
+
+  virtual TensorInfo cat(const std::vector<TensorInfo>& parts, int64_t dim) = 0;
+  // Elements [start, end) along `dim`.
+  virtual TensorInfo slice(const TensorInfo& t, int64_t dim, int64_t start, int64_t end) = 0;
+  // Elementwise with broadcasting.
+  virtual TensorInfo add(const TensorInfo& a, const TensorInfo& b) = 0;
+  virtual TensorInfo sub(const TensorInfo& a, const TensorInfo& b) = 0;
+  virtual TensorInfo mul(const TensorInfo& a, const TensorInfo& b) = 0;
+  virtual TensorInfo add_scalar(const TensorInfo& a, double value) = 0;
+  virtual TensorInfo rsqrt(const TensorInfo& a) = 0;
+  virtual TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) = 0;
+  virtual TensorInfo cast(const TensorInfo& a, const std::string& dtype) = 0;
+  // A tensor of `shape` filled with `value`, on the device and with the dtype of `like`.
+  virtual TensorInfo full(const std::vector<int64_t>& shape, double value,
+                          const TensorInfo& like) = 0;
+  virtual TensorInfo clone(const TensorInfo& a) = 0;
+};
+
+}  // namespace fxopt

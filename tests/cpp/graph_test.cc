@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+
+#include "graph_builder.h"
+#include "ir/graph.h"
+
+namespace fxopt {
+namespace {
+
+using testing::GraphBuilder;
+
+TEST(Symbol, InterningIsStable) {
+  Symbol a = Symbol::intern("torch.relu");
+  Symbol b = Symbol::intern(std::string("torch.") + "relu");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.str(), "torch.relu");
+  EXPECT_NE(a, Symbol::intern("torch.sigmoid"));
+  EXPECT_TRUE(Symbol().empty());
+}
+
+TEST(Graph, UseListsFollowArguments) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* y = b.call("add", "_operator.add", {x, x});
+  Node* z = b.call("mul", "_operator.mul", {y, List{{x, 2.0}}});
+  b.output(z);
+  ASSERT_EQ(x->users().size(), 2u);  // a node reading x twice counts once
+  EXPECT_EQ(x->users()[0], y);
+  EXPECT_EQ(x->users()[1], z);
+  g.set_inputs(z, {y, 3}, {});
+  EXPECT_EQ(x->users(), std::vector<Node*>{y});
+  EXPECT_TRUE(g.lint().empty());
+}
+
+TEST(Graph, InsertReplaceErase) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* relu = b.call("relu", "torch.relu", {x});
+  Node* out = b.output(relu);
+  Node* sig = g.insert_before(relu, NodeKind::CallFunction, Symbol::intern("torch.sigmoid"),
+                              "relu", {x});
+  EXPECT_EQ(sig->name(), "relu_1");  // fx-style dedup of the hint
+  EXPECT_TRUE(g.before(x, sig));
+  EXPECT_TRUE(g.before(sig, relu));
+  g.replace_all_uses(relu, sig);
+  EXPECT_EQ(out->args()[0].node(), sig);
+  g.erase(relu);
+  EXPECT_TRUE(relu->erased());
+  EXPECT_EQ(g.size(), 3u);
+  EXPECT_EQ(g.find_by_name("relu"), nullptr);
+  EXPECT_TRUE(g.lint().empty());
+}
+
+TEST(Graph, EraseRefusesNodesInUse) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  b.output(x);
+  EXPECT_THROW(g.erase(x), std::invalid_argument);
+}
+
+TEST(Graph, IndexFindsByKindAndTargetInOrder) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* a = b.call("a", "torch.relu", {x});
+  Node* m = b.method("m", "relu", {a});
+  Node* c = b.call("c", "torch.relu", {m});
+  b.output(c);
+  Symbol relu = Symbol::intern("torch.relu");
+  EXPECT_EQ(g.find(NodeKind::CallFunction, relu), (std::vector<Node*>{a, c}));
+  EXPECT_EQ(g.find(NodeKind::CallMethod, Symbol::intern("relu")), std::vector<Node*>{m});
+  // A node inserted at the front is found first; a retargeted node moves buckets.
+  Node* first = g.insert_before(a, NodeKind::CallFunction, relu, "first", {x});
+  g.set_target(c, NodeKind::CallFunction, Symbol::intern("torch.sigmoid"));
+  EXPECT_EQ(g.find(NodeKind::CallFunction, relu), (std::vector<Node*>{first, a}));
+  g.erase(first);
+  EXPECT_EQ(g.find(NodeKind::CallFunction, relu), std::vector<Node*>{a});
+}
+
+TEST(Graph, ManyInsertsAtOnePlaceKeepOrder) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* out = b.output(x);
+  std::vector<Node*> inserted;
+  for (int i = 0; i < 100; ++i)  // exhausts the position gap and forces a renumbering
+    inserted.push_back(g.insert_before(out, NodeKind::CallFunction, Symbol::intern("f"), "f", {x}));
+  for (size_t i = 1; i < inserted.size(); ++i) EXPECT_TRUE(g.before(inserted[i - 1], inserted[i]));
+  EXPECT_TRUE(g.before(inserted.back(), out));
+}
+
+TEST(Graph, LintNamesTheNodeAndProblem) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* late = b.call("late", "torch.relu", {x});
+  b.output(late);
+  // Make `late` read a node defined after it.
+  Node* after = g.insert_before(g.last(), NodeKind::CallFunction, Symbol::intern("torch.neg"),
+                                "after", {x});
+  g.set_inputs(late, {after}, {});
+  auto errors = g.lint();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].node, "late");
+  EXPECT_NE(errors[0].problem.find("before it is defined"), std::string::npos);
+}
+
+TEST(Graph, LintReportsMissingOutput) {
+  Graph g;
+  GraphBuilder(g).input("x");
+  auto errors = g.lint();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].node, "x");
+}
+
+TEST(Arg, MapAndVisitNestedNodes) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* y = b.input("y");
+  Arg nested = Tuple{{x, List{{y, None{}}}, Dict{{{"k", x}}}}};
+  std::vector<Node*> seen;
+  nested.for_each_node([&](Node* n) { seen.push_back(n); });
+  EXPECT_EQ(seen, (std::vector<Node*>{x, y, x}));
+  Arg swapped = nested.map_nodes([&](Node* n) { return n == x ? y : n; });
+  EXPECT_EQ(to_string(swapped), "(%y, [%y, None], {'k': %y})");
+  EXPECT_EQ(to_string(Tuple{{Arg(1)}}), "(1,)");
+}
+
+}  // namespace
+}  // namespace fxopt

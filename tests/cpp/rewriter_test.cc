@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "graph_builder.h"
+#include "rewrite/marks.h"
+#include "rewrite/rewriter.h"
+
+namespace fxopt {
+namespace {
+
+using testing::GraphBuilder;
+
+TEST(Rewriter, LogsEveryEditInOrder) {
+  Program p;
+  EditLog log;
+  GraphBuilder b(p.graph);
+  Node* x = b.input("x");
+  Node* relu = b.call("relu", "torch.relu", {x});
+  Node* out = b.output(relu);
+  Rewriter rw(p, log);
+
+  Node* gelu = rw.insert_before(relu, NodeKind::CallFunction, Symbol::intern("torch._C._nn.gelu"),
+                                "gelu", {x});
+  rw.replace_and_erase(relu, gelu);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0].kind, Edit::Kind::CreateNode);
+  EXPECT_EQ(log[0].anchor, relu->id());
+  EXPECT_EQ(log[0].name, "gelu");
+  EXPECT_EQ(log[1].kind, Edit::Kind::SetInputs);
+  EXPECT_EQ(log[1].node, out->id());
+  EXPECT_EQ(log[1].args[0].node(), gelu);
+  EXPECT_EQ(log[2].kind, Edit::Kind::EraseNode);
+  EXPECT_EQ(log[2].node, relu->id());
+  EXPECT_TRUE(p.graph.lint().empty());
+}
+
+TEST(Rewriter, ModuleEditsReservePaths) {
+  Program p;
+  EditLog log;
+  p.taken_paths = {"fc", "fc_1"};
+  Rewriter rw(p, log);
+  std::string path = rw.unique_path("fc");
+  EXPECT_EQ(path, "fc_2");
+  rw.set_module(path, "fc", ModuleInfo{Symbol::intern("torch.nn.modules.linear.Linear"), {}, {}});
+  EXPECT_EQ(rw.unique_path("fc"), "fc_3");
+  EXPECT_NE(p.module(Symbol::intern("fc_2")), nullptr);
+  rw.remove_module("fc_2");
+  EXPECT_EQ(p.module(Symbol::intern("fc_2")), nullptr);
+  EXPECT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].like, "fc");
+}
+
+TEST(Marks, MarksAndRecordsPerSignature) {
+  Program p;
+  EditLog log;
+  Node* x = GraphBuilder(p.graph).input("x");
+  Rewriter rw(p, log);
+  mark(rw, x, "A()");
+  mark(rw, x, "B()");
+  mark(rw, x, "A()");
+  EXPECT_EQ(to_string(*x->meta().find(kMarksKey)), "('A()', 'B()')");
+  set_reversal_record(rw, x, "A()", Record().set("divisor", 3));
+  set_reversal_record(rw, x, "B()", Record().set("divisor", 4.5));
+  EXPECT_EQ(reversal_record(*x, "A()")->at("divisor"), Arg(3));
+  EXPECT_EQ(reversal_record(*x, "B()")->at("divisor"), Arg(4.5));
+  EXPECT_THROW(reversal_record(*x, "A()")->at("missing"), std::invalid_argument);
+  clear_reversal_record(rw, x, "A()");
+  EXPECT_FALSE(reversal_record(*x, "A()").has_value());
+  unmark(rw, x, "A()");
+  EXPECT_FALSE(is_marked(*x, "A()"));
+  EXPECT_TRUE(is_marked(*x, "B()"));
+  EXPECT_EQ(marked_nodes(p.graph, "B()"), std::vector<Node*>{x});
+}
+
+TEST(Marks, MalformedRecordIsAClearError) {
+  Record ok(Tuple{{Tuple{{Arg("k"), Arg(1)}}}});
+  EXPECT_EQ(ok.at("k"), Arg(1));
+  EXPECT_THROW(Record(Arg(5)), std::invalid_argument);
+  EXPECT_THROW(Record(Tuple{{Arg(5)}}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace fxopt
