@@ -58,6 +58,13 @@ void render(std::ostream& out, const Arg& arg) {
           out << v;
         } else if constexpr (std::is_same_v<V, std::string>) {
           out << '\'' << v << '\'';
+        } else if constexpr (std::is_same_v<V, Slice>) {
+          out << "slice(";
+          for (size_t i = 0; i < v.items.size(); ++i) {
+            if (i) out << ", ";
+            render(out, v.items[i]);
+          }
+          out << ')';
         } else if constexpr (std::is_same_v<V, List> || std::is_same_v<V, Tuple>) {
           constexpr bool is_list = std::is_same_v<V, List>;
           out << (is_list ? '[' : '(');

@@ -33,6 +33,11 @@ struct Tuple {
   std::vector<Arg> items;
   friend bool operator==(const Tuple&, const Tuple&) = default;
 };
+// A Python slice; kept structured because fx allows node references inside (x[:, n]).
+struct Slice {
+  std::vector<Arg> items;  // start, stop, step
+  friend bool operator==(const Slice&, const Slice&) = default;
+};
 struct Dict {
   std::vector<std::pair<std::string, Arg>> items;
   friend bool operator==(const Dict&, const Dict&) = default;
@@ -43,8 +48,8 @@ struct Dict {
 };
 
 struct Arg {
-  using Value = std::variant<None, Node*, bool, int64_t, double, std::string, List, Tuple, Dict,
-                             Opaque>;
+  using Value = std::variant<None, Node*, bool, int64_t, double, std::string, List, Tuple, Slice,
+                             Dict, Opaque>;
   Value value;
 
   Arg() = default;
@@ -58,6 +63,7 @@ struct Arg {
   Arg(std::string s) : value(std::move(s)) {}
   Arg(List l) : value(std::move(l)) {}
   Arg(Tuple t) : value(std::move(t)) {}
+  Arg(Slice s) : value(std::move(s)) {}
   Arg(Dict d) : value(std::move(d)) {}
   Arg(Opaque o) : value(o) {}
 
@@ -98,7 +104,8 @@ void Arg::for_each_node(F&& fn) const {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, Node*>) {
           fn(v);
-        } else if constexpr (std::is_same_v<V, List> || std::is_same_v<V, Tuple>) {
+        } else if constexpr (std::is_same_v<V, List> || std::is_same_v<V, Tuple> ||
+                             std::is_same_v<V, Slice>) {
           for (const Arg& item : v.items) item.for_each_node(fn);
         } else if constexpr (std::is_same_v<V, Dict>) {
           for (const auto& [key, item] : v.items) item.for_each_node(fn);
@@ -114,7 +121,8 @@ Arg Arg::map_nodes(F&& fn) const {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, Node*>) {
           return Arg(fn(v));
-        } else if constexpr (std::is_same_v<V, List> || std::is_same_v<V, Tuple>) {
+        } else if constexpr (std::is_same_v<V, List> || std::is_same_v<V, Tuple> ||
+                             std::is_same_v<V, Slice>) {
           V out;
           out.items.reserve(v.items.size());
           for (const Arg& item : v.items) out.items.push_back(item.map_nodes(fn));

@@ -1,0 +1,53 @@
+// TensorOps whose methods call into a Python object (fxopt's torch implementation). Passes run
+// with the GIL released; each call takes it back for as long as torch needs it.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "tensor/tensor_ops.h"
+
+namespace fxopt::bindings {
+
+namespace nb = nanobind;
+
+class PyTensorOps final : public TensorOps {
+ public:
+  explicit PyTensorOps(nb::object impl) : impl_(std::move(impl)) {}
+
+  TensorInfo cat(const std::vector<TensorInfo>& parts, int64_t dim) override {
+    return call("cat", parts, dim);
+  }
+  TensorInfo slice(const TensorInfo& t, int64_t dim, int64_t start, int64_t end) override {
+    return call("slice", t, dim, start, end);
+  }
+  TensorInfo add(const TensorInfo& a, const TensorInfo& b) override { return call("add", a, b); }
+  TensorInfo sub(const TensorInfo& a, const TensorInfo& b) override { return call("sub", a, b); }
+  TensorInfo mul(const TensorInfo& a, const TensorInfo& b) override { return call("mul", a, b); }
+  TensorInfo add_scalar(const TensorInfo& a, double value) override {
+    return call("add_scalar", a, value);
+  }
+  TensorInfo rsqrt(const TensorInfo& a) override { return call("rsqrt", a); }
+  TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override {
+    return call("reshape", a, shape);
+  }
+  TensorInfo cast(const TensorInfo& a, const std::string& dtype) override {
+    return call("cast", a, dtype);
+  }
+  TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override {
+    return call("full", shape, value, like);
+  }
+  TensorInfo clone(const TensorInfo& a) override { return call("clone", a); }
+
+ private:
+  template <class... A>
+  TensorInfo call(const char* method, const A&... args) {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<TensorInfo>(impl_.attr(method)(args...));
+  }
+
+  nb::object impl_;
+};
+
+}  // namespace fxopt::bindings

@@ -1,0 +1,271 @@
+#include "bindings/session.h"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+
+#include "bindings/py_tensor_ops.h"
+#include "passes/registry.h"
+
+namespace fxopt::bindings {
+namespace {
+
+const char* edit_name(Edit::Kind kind) {
+  switch (kind) {
+    case Edit::Kind::CreateNode: return "create";
+    case Edit::Kind::SetInputs: return "set_inputs";
+    case Edit::Kind::SetTarget: return "set_target";
+    case Edit::Kind::SetMeta: return "set_meta";
+    case Edit::Kind::EraseMeta: return "erase_meta";
+    case Edit::Kind::EraseNode: return "erase";
+    case Edit::Kind::SetModule: return "set_module";
+    case Edit::Kind::RemoveModule: return "remove_module";
+    case Edit::Kind::SetAttribute: return "set_attribute";
+    case Edit::Kind::RemoveAttribute: return "remove_attribute";
+  }
+  return "";
+}
+
+}  // namespace
+
+Session::Session(nb::handle node_type, nb::object qualname, nb::object resolve)
+    : node_type_(node_type), qualname_(std::move(qualname)), resolve_(std::move(resolve)) {}
+
+Symbol Session::target_symbol(NodeKind kind, nb::handle target) {
+  if (kind != NodeKind::CallFunction) return Symbol::intern(nb::cast<std::string>(target));
+  // Graphs call few distinct functions: name each once.
+  auto it = symbols_.find(target.ptr());
+  if (it != symbols_.end()) return it->second;
+  Symbol symbol = Symbol::intern(nb::cast<std::string>(qualname_(target)));
+  symbols_.emplace(target.ptr(), symbol);
+  callables_.emplace(symbol, nb::borrow(target));
+  return symbol;
+}
+
+nb::object Session::target_object(NodeKind kind, Symbol target) {
+  if (kind != NodeKind::CallFunction) return nb::str(target.str().c_str());
+  auto it = callables_.find(target);
+  if (it != callables_.end()) return it->second;
+  nb::object callable = resolve_(target.str());
+  callables_.emplace(target, callable);
+  return callable;
+}
+
+Arg Session::sequence_to_arg(nb::handle value, bool is_list) {
+  std::vector<Arg> items;
+  for (nb::handle item : value) items.push_back(to_arg(item));
+  if (is_list) return List{std::move(items)};
+  return Tuple{std::move(items)};
+}
+
+Arg Session::to_arg(nb::handle value) {
+  PyObject* o = value.ptr();
+  if (o == Py_None) return None{};
+  if (PyBool_Check(o)) return o == Py_True;
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow) return int64_t{v};
+  } else if (PyFloat_CheckExact(o)) {
+    return PyFloat_AS_DOUBLE(o);
+  } else if (PyUnicode_CheckExact(o)) {
+    return nb::cast<std::string>(value);
+  } else if (nb::isinstance(value, node_type_)) {
+    auto it = imported_.find(o);
+    if (it == imported_.end())
+      throw std::invalid_argument("argument refers to node '" +
+                                  nb::cast<std::string>(value.attr("name")) +
+                                  "', which is not in this graph or not defined before its use");
+    return it->second;
+  } else if (PyTuple_CheckExact(o)) {
+    return sequence_to_arg(value, false);
+  } else if (PyList_Check(o)) {  // fx stores lists as immutable_list, a list subclass
+    return sequence_to_arg(value, true);
+  } else if (PySlice_Check(o)) {
+    return Slice{{to_arg(value.attr("start")), to_arg(value.attr("stop")),
+                  to_arg(value.attr("step"))}};
+  } else if (PyDict_Check(o)) {
+    bool string_keys = true;
+    for (auto [k, v] : nb::borrow<nb::dict>(value)) string_keys &= PyUnicode_CheckExact(k.ptr());
+    if (string_keys) {
+      Dict dict;
+      for (auto [k, v] : nb::borrow<nb::dict>(value))
+        dict.items.emplace_back(nb::cast<std::string>(k), to_arg(v));
+      return dict;
+    }
+  }
+  // Anything else passes through untouched. Containers we do not model (namedtuples,
+  // torch.Size, dicts with other keys) may not hide node references: the core would miss uses.
+  if (PyTuple_Check(o) || PyDict_Check(o)) {
+    bool has_node = false;
+    sequence_to_arg(PyDict_Check(o) ? nb::handle(nb::borrow<nb::dict>(value).values())
+                                    : value,
+                    false)
+        .for_each_node([&](Node*) { has_node = true; });
+    if (has_node)
+      throw std::invalid_argument("unsupported container holding graph nodes: " +
+                                  nb::cast<std::string>(nb::repr(value)));
+  }
+  opaques_.push_back(nb::borrow(value));
+  return Opaque{opaques_.size()};
+}
+
+nb::object Session::to_py(const Arg& arg) const {
+  return std::visit(
+      [&](const auto& v) -> nb::object {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, None>) {
+          return nb::none();
+        } else if constexpr (std::is_same_v<V, Node*>) {
+          return py_node(v->id());
+        } else if constexpr (std::is_same_v<V, bool>) {
+          return nb::bool_(v);
+        } else if constexpr (std::is_same_v<V, int64_t>) {
+          return nb::int_(v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          return nb::float_(v);
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          return nb::str(v.c_str(), v.size());
+        } else if constexpr (std::is_same_v<V, List>) {
+          nb::list out;
+          for (const Arg& item : v.items) out.append(to_py(item));
+          return out;
+        } else if constexpr (std::is_same_v<V, Tuple>) {
+          return to_py(v.items);
+        } else if constexpr (std::is_same_v<V, Slice>) {
+          return nb::steal(PySlice_New(to_py(v.items[0]).ptr(), to_py(v.items[1]).ptr(),
+                                       to_py(v.items[2]).ptr()));
+        } else if constexpr (std::is_same_v<V, Dict>) {
+          nb::dict out;
+          for (const auto& [key, item] : v.items) out[key.c_str()] = to_py(item);
+          return out;
+        } else {
+          return opaques_.at(v.id - 1);
+        }
+      },
+      arg.value);
+}
+
+nb::object Session::to_py(const Args& args) const {
+  nb::list items;
+  for (const Arg& item : args) items.append(to_py(item));
+  return nb::tuple(items);
+}
+
+void Session::import_graph(nb::handle nodes) {
+  static const nb::str kMarks("fxopt_transformations"), kReversal("fxopt_reversal");
+  int64_t origin = 0;
+  for (nb::handle py : nodes) {
+    std::string op = nb::cast<std::string>(py.attr("op"));
+    std::optional<NodeKind> kind = parse_kind(op);
+    if (!kind) throw std::invalid_argument("node kind '" + op + "' is not a torch.fx kind");
+    Symbol target = target_symbol(*kind, py.attr("target"));
+    Args args;
+    for (nb::handle a : py.attr("args")) args.push_back(to_arg(a));
+    Arg kwargs = to_arg(py.attr("kwargs"));
+    Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(py.attr("name")),
+                                       std::move(args), kwargs.as<Dict>(), origin++);
+    nb::dict meta = nb::borrow<nb::dict>(py.attr("meta"));
+    for (const nb::str& key : {kMarks, kReversal})
+      if (meta.contains(key)) program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(meta[key]));
+    imported_.emplace(py.ptr(), node);
+    py_nodes_.emplace(node->id(), nb::borrow(py));
+  }
+  imported_.clear();
+}
+
+void Session::add_module(const std::string& path, const std::string& type, nb::dict attributes,
+                         nb::dict tensors) {
+  ModuleInfo info{Symbol::intern(type), to_arg(attributes).as<Dict>(), {}};
+  for (auto [name, tensor] : tensors)
+    info.tensors[nb::cast<std::string>(name)] =
+        tensor.is_none() ? TensorInfo{} : nb::cast<TensorInfo>(tensor);
+  program_.modules[path] = std::move(info);
+}
+
+void Session::add_attribute(const std::string& path, const TensorInfo& tensor) {
+  program_.attributes[path] = tensor;
+}
+
+void Session::add_taken_paths(nb::handle paths) {
+  for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
+}
+
+PassResult Session::run(const std::string& pass_name, nb::dict options,
+                        const std::string& signature, bool reverse, nb::object tensor_ops) {
+  const PassInfo* info = find_pass(pass_name);
+  if (!info) throw std::invalid_argument("no built-in transformation named '" + pass_name + "'");
+  std::unique_ptr<Pass> pass = info->make(to_arg(options).as<Dict>());
+  PyTensorOps tensors(std::move(tensor_ops));
+  nb::gil_scoped_release release;
+  return run_pass(*pass, program_, log_, tensors, signature, reverse);
+}
+
+nb::tuple Session::edit(size_t index) {
+  const Edit& e = log_.at(index);
+  nb::str kind(edit_name(e.kind));
+  switch (e.kind) {
+    case Edit::Kind::CreateNode:
+      return nb::make_tuple(kind, e.node, e.anchor, kind_name(e.node_kind).data(),
+                            target_object(e.node_kind, e.target), e.name, to_py(e.args),
+                            to_py(Arg(e.kwargs)));
+    case Edit::Kind::SetInputs:
+      return nb::make_tuple(kind, e.node, to_py(e.args), to_py(Arg(e.kwargs)));
+    case Edit::Kind::SetTarget:
+      return nb::make_tuple(kind, e.node, kind_name(e.node_kind).data(),
+                            target_object(e.node_kind, e.target));
+    case Edit::Kind::SetMeta:
+      return nb::make_tuple(kind, e.node, e.name, to_py(e.value));
+    case Edit::Kind::EraseMeta:
+      return nb::make_tuple(kind, e.node, e.name);
+    case Edit::Kind::EraseNode:
+      return nb::make_tuple(kind, e.node);
+    case Edit::Kind::SetModule: {
+      nb::dict tensors;
+      for (const auto& [name, t] : e.module.tensors) tensors[name.c_str()] = tensor_to_py(t);
+      return nb::make_tuple(kind, e.name, e.like, e.module.type.str(), to_py(Arg(e.module.attributes)),
+                            tensors);
+    }
+    case Edit::Kind::SetAttribute:
+      return nb::make_tuple(kind, e.name, tensor_to_py(e.tensor));
+    case Edit::Kind::RemoveModule:
+    case Edit::Kind::RemoveAttribute:
+      return nb::make_tuple(kind, e.name);
+  }
+  throw std::logic_error("unknown edit kind");
+}
+
+nb::object Session::tensor_to_py(const TensorInfo& tensor) const {
+  return tensor.present() ? nb::cast(tensor) : nb::none();
+}
+
+void Session::bind(uint64_t id, nb::handle fx_node) { py_nodes_[id] = nb::borrow(fx_node); }
+
+nb::object Session::py_node(uint64_t id) const {
+  auto it = py_nodes_.find(id);
+  if (it == py_nodes_.end())
+    throw std::logic_error("node id " + std::to_string(id) + " has no fx node yet");
+  return it->second;
+}
+
+std::vector<uint64_t> Session::node_ids() const {
+  std::vector<uint64_t> ids;
+  for (const Node* n : program_.graph) ids.push_back(n->id());
+  return ids;
+}
+
+nb::tuple Session::node(uint64_t id) {
+  const Node* n = program_.graph.find_by_id(id);
+  if (!n || n->erased()) throw std::invalid_argument("no live node with id " + std::to_string(id));
+  return nb::make_tuple(kind_name(n->kind()).data(), target_object(n->kind(), n->target()),
+                        n->name(), to_py(n->args()), to_py(Arg(n->kwargs())), n->origin());
+}
+
+nb::list Session::lint() const {
+  nb::list out;
+  for (const LintError& e : program_.graph.lint()) out.append(nb::make_tuple(e.node, e.problem));
+  return out;
+}
+
+}  // namespace fxopt::bindings

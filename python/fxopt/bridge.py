@@ -1,0 +1,304 @@
+"""The bridge between a ``torch.fx.GraphModule`` and the C++ engine.
+
+A :class:`Bridge` imports a GraphModule into a core session once: nodes with their arguments,
+the submodules and tensors that passes read (as metadata with opaque handles), and the paths
+already taken. Passes then run entirely in C++; :meth:`Bridge.sync` replays their edit log onto
+the GraphModule in one go, transactionally: if any edit fails, the edits already applied are
+undone and the GraphModule is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch.fx.node import _get_qualified_name
+
+from . import _core
+from .tensor_ops import TorchTensorOps
+
+# Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
+MODULE_ATTRIBUTES = (
+    "in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride",
+    "padding", "dilation", "groups", "padding_mode", "output_padding", "transposed", "eps",
+    "momentum", "affine", "track_running_stats", "num_features", "training", "approximate",
+    "inplace", "normalized_shape", "elementwise_affine", "negative_slope", "dim",
+)  # fmt: skip
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def qualname(target: Any) -> str:
+    """The symbol the core uses for a call_function target."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return str(target)
+    return _get_qualified_name(target)
+
+
+def resolve_target(name: str) -> Callable[..., Any]:
+    """The callable a symbol names: the inverse of :func:`qualname`."""
+    if name.startswith("aten.") or name.startswith("prims."):
+        namespace, *rest = name.split(".")
+        obj: Any = getattr(torch.ops, namespace)
+        for part in rest:
+            obj = getattr(obj, part)
+        return obj
+    if "." not in name:
+        return getattr(builtins, name)
+    module_name, _, attr = name.rpartition(".")
+    if module_name == "_operator":
+        return getattr(operator, attr)
+    module = importlib.import_module(module_name)
+    return getattr(module, attr)
+
+
+def type_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return isinstance(value, _PLAIN)
+
+
+@dataclass
+class PassReport:
+    """What one transformation did: nodes changed and candidates skipped, with reasons."""
+
+    name: str
+    changed: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def from_core(cls, name: str, result: _core.PassResult) -> PassReport:
+        return cls(name, list(result.changed), [(s.node, s.reason) for s in result.skipped])
+
+
+class Bridge:
+    """One core session over one GraphModule."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        self.tensors = TorchTensorOps()
+        self.session = _core.Session(torch.fx.Node, qualname, resolve_target)
+        self.fx_nodes = list(gm.graph.nodes)
+        self.session.import_graph(self.fx_nodes)
+        self._import_modules_and_attributes()
+
+    def _import_modules_and_attributes(self) -> None:
+        modules = dict(self.gm.named_modules())
+        for node in self.fx_nodes:
+            if node.op == "call_module" and isinstance(node.target, str):
+                module = modules.get(node.target)
+                if module is not None:
+                    self._import_module(node.target, module)
+            elif node.op == "get_attr" and isinstance(node.target, str):
+                value = _lookup(self.gm, node.target)
+                if isinstance(value, torch.Tensor):
+                    self.session.add_attribute(node.target, self.tensors.register(value))
+        taken: list[str] = list(modules)
+        taken += [name for name, _ in self.gm.named_parameters(remove_duplicate=False)]
+        taken += [name for name, _ in self.gm.named_buffers(remove_duplicate=False)]
+        self.session.add_taken_paths(taken)
+
+    def _import_module(self, path: str, module: torch.nn.Module) -> None:
+        attributes = {}
+        for name in MODULE_ATTRIBUTES:
+            value = getattr(module, name, None)
+            if value is not None and _plain(value):
+                attributes[name] = value
+        tensors = {
+            name: None if t is None else self.tensors.register(t)
+            for name, t in (*module._parameters.items(), *module._buffers.items())
+        }
+        self.session.add_module(path, type_name(module), attributes, tensors)
+
+    def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
+        """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
+        result = self.session.run(name, options, signature, reverse, self.tensors)
+        return PassReport.from_core(name, result)
+
+    def sync(self) -> None:
+        """Replays the edit log onto the GraphModule, all or nothing."""
+        replay = _Replay(self.gm, self.session, self.tensors)
+        try:
+            for index in range(self.session.edit_count()):
+                replay.apply(self.session.edit(index))
+            replay.finish()
+        except BaseException:
+            replay.undo()
+            raise
+        self.session.clear_edits()
+
+    def rebuild(self) -> torch.fx.Graph:
+        """A new fx.Graph built from the core graph alone (checks that import loses nothing)."""
+        graph = torch.fx.Graph()
+        for node_id in self.session.node_ids():
+            # One node at a time: its arguments name the new nodes bound just before it.
+            op, target, name, args, kwargs, origin = self.session.node(node_id)
+            new = graph.create_node(op, target, args, kwargs, name=name)
+            if origin >= 0:
+                old = self.fx_nodes[origin]
+                new.meta = dict(old.meta)
+                new.type = old.type
+            self.session.bind(node_id, new)
+        return graph
+
+
+def _lookup(root: torch.nn.Module, path: str) -> Any:
+    obj: Any = root
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class _Replay:
+    """Applies core edits to a GraphModule, remembering how to undo each one."""
+
+    def __init__(self, gm: torch.fx.GraphModule, session: Any, tensors: TorchTensorOps) -> None:
+        self.gm = gm
+        self.graph = gm.graph
+        self.session = session
+        self.tensors = tensors
+        self.undo_steps: list[Callable[[], None]] = []
+        self.to_erase: list[torch.fx.Node] = []
+
+    def apply(self, edit: tuple[Any, ...]) -> None:
+        getattr(self, "_" + edit[0])(*edit[1:])
+
+    def _create(self, node_id: int, anchor: int, op: str, target: Any, name: str, args: tuple,
+                kwargs: dict) -> None:  # fmt: skip
+        with self.graph.inserting_before(self.session.py_node(anchor)):
+            node = self.graph.create_node(op, target, args, kwargs, name=name)
+        self.session.bind(node_id, node)
+        self.undo_steps.append(lambda: self.graph.erase_node(node))
+
+    def _set_inputs(self, node_id: int, args: tuple, kwargs: dict) -> None:
+        node = self.session.py_node(node_id)
+        old_args, old_kwargs = node.args, node.kwargs
+        node.args, node.kwargs = args, kwargs
+        self.undo_steps.append(lambda: _set_inputs(node, old_args, old_kwargs))
+
+    def _set_target(self, node_id: int, op: str, target: Any) -> None:
+        node = self.session.py_node(node_id)
+        old = node.op, node.target
+        node.op, node.target = op, target
+        self.undo_steps.append(lambda: _set_op(node, *old))
+
+    def _set_meta(self, node_id: int, key: str, value: Any) -> None:
+        node = self.session.py_node(node_id)
+        self._remember_meta(node, key)
+        node.meta[key] = value
+
+    def _erase_meta(self, node_id: int, key: str) -> None:
+        node = self.session.py_node(node_id)
+        self._remember_meta(node, key)
+        node.meta.pop(key, None)
+
+    def _remember_meta(self, node: torch.fx.Node, key: str) -> None:
+        missing = object()
+        old = node.meta.get(key, missing)
+
+        def restore() -> None:
+            if old is missing:
+                node.meta.pop(key, None)
+            else:
+                node.meta[key] = old
+
+        self.undo_steps.append(restore)
+
+    def _erase(self, node_id: int) -> None:
+        # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
+        self.to_erase.append(self.session.py_node(node_id))
+
+    def _set_module(self, path: str, like: str, type_: str, attributes: dict, tensors: dict) -> None:
+        module = _copy_module(self.gm.get_submodule(like), type_)
+        for name, value in attributes.items():
+            setattr(module, name, tuple(value) if isinstance(value, list) else value)
+        for name, info in tensors.items():
+            _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
+        self._edit_slot(path, lambda parent, name: setattr(parent, name, module))
+
+    def _remove_module(self, path: str) -> None:
+        self._edit_slot(path, delattr)
+
+    def _set_attribute(self, path: str, info: Any) -> None:
+        tensor = self.tensors.tensor(info)
+        self._edit_slot(path, lambda parent, name: _set_tensor(parent, name, info, tensor))
+
+    def _remove_attribute(self, path: str) -> None:
+        self._edit_slot(path, delattr)
+
+    def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
+        parent_path, _, name = path.rpartition(".")
+        parent = self.gm.get_submodule(parent_path)
+        self.undo_steps.append(_slot_restorer(parent, name))
+        edit(parent, name)
+
+    def finish(self) -> None:
+        doomed = set(self.to_erase)
+        for node in self.to_erase:
+            outside = [u for u in node.users if u not in doomed]
+            if outside:
+                raise RuntimeError(f"cannot erase node '{node.name}': still used by {outside[0].name}")
+        for node in reversed(self.to_erase):
+            self.graph.erase_node(node)
+        self.undo_steps.clear()
+
+    def undo(self) -> None:
+        for step in reversed(self.undo_steps):
+            step()
+        self.undo_steps.clear()
+
+
+def _set_inputs(node: torch.fx.Node, args: tuple, kwargs: dict) -> None:
+    node.args, node.kwargs = args, kwargs
+
+
+def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
+    node.op, node.target = op, target
+
+
+def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
+    """Undo for any edit of `module.name`: puts back whichever table held it."""
+    tables = (module._parameters, module._buffers, module._modules, module.__dict__)
+    saved = [(table, name in table, table.get(name)) for table in tables]
+
+    def restore() -> None:
+        for table, present, value in saved:
+            if present:
+                table[name] = value
+            else:
+                table.pop(name, None)
+
+    return restore
+
+
+def _copy_module(template: torch.nn.Module, type_: str) -> torch.nn.Module:
+    """A shallow copy with its own parameter, buffer and submodule tables (copy-on-write)."""
+    if type_name(template) != type_:
+        raise TypeError(f"cannot derive a {type_} from a {type_name(template)}")
+    module = template.__class__.__new__(template.__class__)
+    module.__dict__ = dict(template.__dict__)
+    module._parameters = dict(template._parameters)
+    module._buffers = dict(template._buffers)
+    module._modules = dict(template._modules)
+    return module
+
+
+def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
+    """Registers `tensor` as a parameter or buffer of `module`, as `info` says."""
+    for table in (module._parameters, module._buffers, module.__dict__):
+        table.pop(name, None)
+    if info is None or info.is_parameter:
+        param = None if tensor is None else torch.nn.Parameter(tensor, info.requires_grad)
+        module._parameters[name] = param
+    else:
+        module._buffers[name] = tensor

@@ -1,0 +1,92 @@
+"""The torch implementation of the engine's TensorOps interface.
+
+The core refers to tensors by integer handles; this table maps them to real tensors. Every
+operation runs on its inputs' own device and dtype, outside autograd, and returns a new
+contiguous tensor, so results never alias the caller's parameters.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from . import _core
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class TorchTensorOps:
+    def __init__(self) -> None:
+        self._tensors: dict[int, torch.Tensor] = {}
+        self._handles: dict[int, int] = {}  # id(tensor) -> handle, so a shared tensor has one
+        self._next = itertools.count(1)
+
+    def register(self, tensor: torch.Tensor) -> _core.TensorInfo:
+        handle = self._handles.get(id(tensor))
+        if handle is None:
+            handle = next(self._next)
+            self._tensors[handle] = tensor
+            self._handles[id(tensor)] = handle
+        return _core.TensorInfo(
+            shape=list(tensor.shape),
+            dtype=dtype_name(tensor.dtype),
+            device=str(tensor.device),
+            requires_grad=tensor.requires_grad,
+            is_parameter=isinstance(tensor, torch.nn.Parameter),
+            handle=handle,
+        )
+
+    def tensor(self, info: _core.TensorInfo) -> torch.Tensor:
+        return self._tensors[info.handle]
+
+    def _result(self, tensor: torch.Tensor) -> _core.TensorInfo:
+        return self.register(tensor.detach().contiguous())
+
+    # The TensorOps interface, called from C++.
+    @torch.no_grad()
+    def cat(self, parts: list[_core.TensorInfo], dim: int) -> _core.TensorInfo:
+        return self._result(torch.cat([self.tensor(p) for p in parts], dim))
+
+    @torch.no_grad()
+    def slice(self, t: _core.TensorInfo, dim: int, start: int, end: int) -> _core.TensorInfo:
+        return self._result(self.tensor(t).narrow(dim, start, end - start).clone())
+
+    @torch.no_grad()
+    def add(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
+        return self._result(self.tensor(a) + self.tensor(b))
+
+    @torch.no_grad()
+    def sub(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
+        return self._result(self.tensor(a) - self.tensor(b))
+
+    @torch.no_grad()
+    def mul(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
+        return self._result(self.tensor(a) * self.tensor(b))
+
+    @torch.no_grad()
+    def add_scalar(self, a: _core.TensorInfo, value: float) -> _core.TensorInfo:
+        return self._result(self.tensor(a) + value)
+
+    @torch.no_grad()
+    def rsqrt(self, a: _core.TensorInfo) -> _core.TensorInfo:
+        return self._result(torch.rsqrt(self.tensor(a)))
+
+    @torch.no_grad()
+    def reshape(self, a: _core.TensorInfo, shape: list[int]) -> _core.TensorInfo:
+        return self._result(self.tensor(a).reshape(shape).clone())
+
+    @torch.no_grad()
+    def cast(self, a: _core.TensorInfo, dtype: str) -> _core.TensorInfo:
+        return self._result(self.tensor(a).to(getattr(torch, dtype), copy=True))
+
+    @torch.no_grad()
+    def full(self, shape: list[int], value: float, like: _core.TensorInfo) -> _core.TensorInfo:
+        t = self.tensor(like)
+        return self._result(torch.full(shape, value, dtype=t.dtype, device=t.device))
+
+    @torch.no_grad()
+    def clone(self, a: _core.TensorInfo) -> _core.TensorInfo:
+        return self._result(self.tensor(a).clone())
