@@ -18,6 +18,8 @@
 
 namespace fxopt {
 
+// What a pass fires on: a (kind, target) pair, except that for call_module the target is the
+// module's type (e.g. torch.nn.modules.linear.Linear), since call_module targets are paths.
 struct Trigger {
   NodeKind kind;
   Symbol target;

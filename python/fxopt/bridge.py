@@ -140,6 +140,7 @@ class Bridge:
     def rebuild(self) -> torch.fx.Graph:
         """A new fx.Graph built from the core graph alone (checks that import loses nothing)."""
         graph = torch.fx.Graph()
+        graph._codegen = self.gm.graph._codegen  # pytree in/out handling of exported graphs
         for node_id in self.session.node_ids():
             # One node at a time: its arguments name the new nodes bound just before it.
             op, target, name, args, kwargs, origin = self.session.node(node_id)

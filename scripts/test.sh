@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: the C++ suite (ctest) and the Python suite (pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir build/python --output-on-failure
+HF_HUB_OFFLINE=1 python3 -m pytest tests/python -q "$@"
