@@ -3,6 +3,7 @@
 # Idempotent: packages already present are not fetched again and the build is incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 apt_packages=(libgtest-dev libbenchmark-dev clang-format)
 missing=()
