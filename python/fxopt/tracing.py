@@ -1,0 +1,446 @@
+"""`fxopt.trace`: turn a model into a `torch.fx.GraphModule` the optimizer can edit.
+
+Two tracers produce the two graph dialects fxopt's passes understand (design.md, "The user's
+path"):
+
+* ``"symbolic"``: `torch.fx.symbolic_trace`. Module-level graphs (`call_module` nodes for
+  nn.Linear / nn.Conv2d / nn.BatchNorm*), the graphs the Optimum documentation shows. Fails on
+  Python control flow that depends on tensor values, which most transformers models contain.
+* ``"export"``: `torch.export.export(strict=False)` then `.module()`. ATen-level `call_function`
+  nodes with weights as `get_attr`; traces through data-dependent Python by running it on
+  example inputs, which fxopt invents for transformers models (`dummy_inputs`).
+* ``"auto"``: symbolic first, export when symbolic fails, with one `TraceWarning` saying why.
+
+What the export result is: `ExportedProgram.module()` returns a `torch.fx.GraphModule` subclass
+(torch's private `_StatefulGraphModule`) whose code flattens its inputs and unflattens its outputs
+with pytree specs. fxopt returns it unchanged, because that is what makes it a drop-in for the
+eager model: it takes the traced inputs by name (or position, in forward's order) and returns
+the eager model's own output type. A transformers model returns the same `ModelOutput` class
+(attribute and key access both work), with its key/value cache rebuilt as the same `Cache`
+class. Passes may edit its graph and call `recompile()`; the input/output specs live in the
+graph's codegen and survive. Two torch behaviours users notice: its graph starts with a
+`call_module` node `_guards_fn` that checks inputs against the shapes export assumed (an
+impure node, never dead code), and `.train()` / `.eval()` raise NotImplementedError, since the
+mode was frozen into the graph when it was traced.
+
+Every result carries `gm.meta["fxopt_trace"]` (a `TraceInfo`) saying how it was traced.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sysconfig
+import traceback
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
+
+import torch
+from torch import nn
+from torch.fx import GraphModule
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+from .dummy_inputs import (
+    Inputs,
+    build_dummy_inputs,
+    default_input_names,
+    forward_parameter_names,
+    is_pretrained_model,
+    split_inputs,
+    varying_dims,
+)
+
+Mode = Literal["auto", "symbolic", "export"]
+
+TRACE_META_KEY = "fxopt_trace"
+"""Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
+
+_MODES: tuple[Mode, ...] = ("auto", "symbolic", "export")
+
+# Frames from these directories are machinery, not the operation that failed (see describe_failure).
+_MACHINERY_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
+_PACKAGE_DIRS = (
+    sysconfig.get_paths()["purelib"] + os.sep,
+    sysconfig.get_paths()["platlib"] + os.sep,
+)
+
+
+class TraceError(RuntimeError):
+    """A model could not be traced by any of the modes tried.
+
+    The message names each mode tried with the exception type, first line and the model source
+    line where it failed; `failures` maps each mode to its exception for closer inspection.
+    """
+
+    def __init__(self, model: nn.Module, failures: dict[str, BaseException]) -> None:
+        self.failures = failures
+        lines = [
+            f"fxopt.trace could not trace {type(model).__name__} (tried: {', '.join(failures)})"
+        ]
+        lines += [f"  {mode}: {describe_failure(exc)}" for mode, exc in failures.items()]
+        super().__init__("\n".join(lines))
+
+
+class TraceWarning(UserWarning):
+    """Tracing succeeded, but not as asked: symbolic fell back to export, or sizes are fixed."""
+
+
+class TraceInfo(TypedDict):
+    """How a graph was traced; stored in `gm.meta["fxopt_trace"]`."""
+
+    mode: Literal["symbolic", "export"]
+    """The tracer that produced the graph."""
+    input_names: list[str] | None
+    """Forward parameters that are graph inputs; None when symbolic tracing kept all of them."""
+    dynamic_dims: dict[str, list[int]] | None
+    """Export: per input, the dimensions that accept sizes other than the example's.
+    None for symbolic graphs, which record operations, not sizes."""
+    fixed_sizes: dict[str, dict[int, int]]
+    """Export: dimensions fxopt asked to keep dynamic that the graph fixes to the example's size."""
+    dynamic_failure: str | None
+    """Why export with dynamic dimensions failed, forcing a fully static retry; else None."""
+    fallback_reason: str | None
+    """In auto mode, why symbolic tracing failed before export was used; else None."""
+
+
+def trace(
+    model: nn.Module,
+    input_names: Sequence[str] | None = None,
+    example_inputs: Inputs | None = None,
+    mode: Mode = "auto",
+    dynamic: bool = True,
+) -> GraphModule:
+    """Trace `model` into a GraphModule that computes what `model` computes.
+
+    Args:
+        model: the module to trace, in the mode (eval / train) its graph should capture.
+        input_names: forward parameters that stay graph inputs; the others are fixed to their
+            default values. Default: the names `example_inputs` binds to, else, for a transformers
+            model, its main input plus attention_mask / decoder_input_ids where they apply, else
+            (symbolic only) every parameter.
+        example_inputs: inputs export runs the model on: one tensor, a tuple of positional
+            arguments or a dict of keyword arguments. Invented from the config for transformers
+            models when omitted; required to export any other model.
+        mode: "symbolic", "export" or "auto" (symbolic, falling back to export).
+        dynamic: export only: keep batch, sequence and image height/width dimensions dynamic so
+            the graph runs on other sizes than the example's.
+
+    Raises:
+        ValueError: bad `mode`, an `input_names` entry that is not a forward parameter, or
+            example inputs that do not match the input names.
+        TraceError: no mode tried could trace the model.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}, not {mode!r}")
+    example = _bind_example_inputs(model, example_inputs)
+    names = _resolve_input_names(model, input_names, example)
+    failures: dict[str, BaseException] = {}
+    if mode in ("symbolic", "auto"):
+        try:
+            return _trace_symbolic(model, names)
+        except Exception as exc:  # any tracer failure is reported through TraceError
+            failures["symbolic"] = exc
+            if mode == "symbolic":
+                raise TraceError(model, failures) from exc
+    try:
+        graph_module = _trace_export(model, names, example, dynamic)
+    except Exception as exc:  # any tracer failure is reported through TraceError
+        failures["export"] = exc
+        raise TraceError(model, failures) from exc
+    info: TraceInfo = graph_module.meta[TRACE_META_KEY]
+    if "symbolic" in failures:
+        info["fallback_reason"] = describe_failure(failures["symbolic"])
+        warnings.warn(
+            f"fxopt.trace: symbolic tracing of {type(model).__name__} failed "
+            f"({info['fallback_reason']}); traced it with torch.export instead",
+            TraceWarning,
+            stacklevel=2,
+        )
+    if info["fixed_sizes"] or info["dynamic_failure"]:
+        warnings.warn(_fixed_sizes_message(model, info), TraceWarning, stacklevel=2)
+    return graph_module
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a tracer failure: exception type, first message line, and where it happened.
+
+    The place is the innermost traceback frame outside torch, fxopt and the standard library:
+    the model source line whose operation the tracer could not handle.
+    """
+    kind = type(exc).__qualname__
+    if type(exc).__module__ != "builtins":  # torch.fx.proxy.TraceError is not fxopt's TraceError
+        kind = f"{type(exc).__module__}.{kind}"
+    message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    description = f"{kind}: {message}" if message else kind
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not _is_machinery(frame.filename)
+    ]
+    if frames:
+        frame = frames[-1]
+        location = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+        source = f": {frame.line.strip()}" if frame.line else ""
+        description += f" (at {location}{source})"
+    return description
+
+
+def _is_machinery(filename: str) -> bool:
+    """Whether a traceback frame belongs to torch, fxopt, the standard library or generated code."""
+    if filename.startswith(("<", *_MACHINERY_DIRS)):
+        return True
+    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_PACKAGE_DIRS)
+
+
+def register_cache_pytrees(model: Any) -> None:
+    """Teach torch's pytree the key/value cache classes a transformers model may return.
+
+    transformers 5 models return caches as `Cache` objects (DynamicCache, EncoderDecoderCache)
+    that pytree does not know: torch.export refuses to output them and `fxopt.verify` could not
+    look inside them. transformers ships the registration its own exporter uses; this applies it
+    (idempotently) when `model` is a transformers model and does nothing otherwise. A
+    transformers release without that exporter leaves caches opaque: export then names the
+    cache class it cannot output.
+    """
+    if not is_pretrained_model(model):
+        return
+    try:
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    except ImportError:
+        return
+    register_cache_pytrees_for_model(model)
+
+
+def _bind_example_inputs(model: nn.Module, example_inputs: Inputs | None) -> dict[str, Any] | None:
+    """Name each example input after the forward parameter it binds to.
+
+    Export then receives keyword inputs only, so the traced module's forward has exactly the
+    input names as parameters, in the eager forward's order.
+    """
+    if example_inputs is None:
+        return None
+    args, kwargs = split_inputs(example_inputs)
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
+    except TypeError as exc:
+        raise ValueError(
+            f"example_inputs do not fit {type(model).__name__}.forward: {exc}"
+        ) from exc
+    named = forward_parameter_names(model)
+    variadic = [name for name in bound if name not in named]
+    if variadic:
+        raise ValueError(
+            f"example_inputs bind to the variadic parameter(s) {variadic} of "
+            f"{type(model).__name__}.forward; pass them by the names of named parameters"
+        )
+    return {name: bound[name] for name in named if name in bound}
+
+
+def _resolve_input_names(
+    model: nn.Module, input_names: Sequence[str] | None, example: dict[str, Any] | None
+) -> list[str] | None:
+    """Check and default the graph input names, in forward-signature order.
+
+    Returns None when every parameter stays an input (symbolic tracing of a plain module with
+    neither input names nor examples).
+    """
+    valid = forward_parameter_names(model)
+    if input_names is not None:
+        unknown = [name for name in input_names if name not in valid]
+        if unknown:
+            raise ValueError(
+                f"input_names: {', '.join(map(repr, unknown))} is not a parameter of "
+                f"{type(model).__name__}.forward; valid names: {', '.join(valid)}"
+            )
+        if example is not None and set(example) != set(input_names):
+            raise ValueError(
+                f"example_inputs provide {sorted(example)} but input_names are "
+                f"{sorted(input_names)}; "
+                "give a value for exactly the graph inputs"
+            )
+    chosen: Sequence[str] | None = input_names
+    if chosen is None and example is not None:
+        chosen = list(example)
+    elif chosen is None and is_pretrained_model(model):
+        chosen = default_input_names(model)
+    if chosen is None:
+        return None
+    _check_required_inputs(model, chosen)
+    return [name for name in valid if name in chosen]
+
+
+def _check_required_inputs(model: nn.Module, names: Sequence[str]) -> None:
+    """A parameter without a default cannot be fixed, so it must be one of the graph inputs."""
+    parameters = inspect.signature(model.forward).parameters
+    missing = [
+        name
+        for name in forward_parameter_names(model)
+        if parameters[name].default is inspect.Parameter.empty and name not in names
+    ]
+    if missing:
+        raise ValueError(
+            f"{type(model).__name__}.forward requires {', '.join(map(repr, missing))}, "
+            f"which input_names {list(names)} leave out"
+        )
+
+
+def _trace_symbolic(model: nn.Module, names: list[str] | None) -> GraphModule:
+    """torch.fx.symbolic_trace, fixing every non-input parameter to its default (concrete_args)."""
+    concrete_args = None
+    if names is not None:
+        parameters = inspect.signature(model.forward).parameters
+        concrete_args = {
+            name: parameters[name].default
+            for name in forward_parameter_names(model)
+            if name not in names
+        }
+    graph_module = torch.fx.symbolic_trace(model, concrete_args=concrete_args)
+    graph_module.meta[TRACE_META_KEY] = TraceInfo(
+        mode="symbolic",
+        input_names=names,
+        dynamic_dims=None,
+        fixed_sizes={},
+        dynamic_failure=None,
+        fallback_reason=None,
+    )
+    return graph_module
+
+
+def _trace_export(
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: bool
+) -> GraphModule:
+    """torch.export (non-strict) on keyword inputs, dynamic where it can be, static otherwise."""
+    inputs = _export_inputs(model, names, example)
+    register_cache_pytrees(model)
+    requested = _requested_dynamic_dims(inputs) if dynamic else {}
+    dynamic_failure: str | None = None
+    try:
+        program = _export(model, inputs, requested)
+    except Exception as exc:  # retried static below; a static failure propagates
+        if not requested:
+            raise
+        dynamic_failure = describe_failure(exc)
+        program = _export(model, inputs, {})
+    graph_module = program.module()
+    assert isinstance(graph_module, GraphModule)  # torch documents .module() as returning one
+    _accept_positional_or_keyword(graph_module)
+    if dynamic_failure is None:
+        fixed = _fixed_sizes(graph_module, inputs, requested)
+    else:
+        fixed = {
+            name: {d: int(inputs[name].shape[d]) for d in dims} for name, dims in requested.items()
+        }
+    graph_module.meta[TRACE_META_KEY] = TraceInfo(
+        mode="export",
+        input_names=list(inputs),
+        dynamic_dims={
+            name: kept
+            for name, dims in requested.items()
+            if (kept := [d for d in dims if d not in fixed.get(name, {})])
+        },
+        fixed_sizes=fixed,
+        dynamic_failure=dynamic_failure,
+        fallback_reason=None,
+    )
+    return graph_module
+
+
+def _accept_positional_or_keyword(graph_module: GraphModule) -> None:
+    """Let the exported module be called like the eager one: `m(x)` as well as `m(x=x)`.
+
+    torch's input pre-hook insists on the args/kwargs split used at export time (keywords only,
+    here). The generated forward already binds positional or keyword arguments by name, and
+    when the graph holds torch's `_guards_fn` node, sizes are still checked inside the graph, so
+    the pre-hook's structural check is switched off (it stays on without `_guards_fn`, where the
+    pre-hook is what checks sizes).
+    """
+    if hasattr(graph_module, "_guards_fn"):
+        graph_module.validate_inputs = False  # attribute of torch's _StatefulGraphModule
+
+
+def _export_inputs(
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The keyword inputs export runs on: the user's, or dummies made for a transformers model."""
+    if example is not None:
+        return example
+    if names is not None and is_pretrained_model(model):
+        return build_dummy_inputs(model, names)
+    raise ValueError(
+        f"torch.export needs example_inputs to run {type(model).__name__} on "
+        "(fxopt can only invent them for transformers models)"
+    )
+
+
+def _requested_dynamic_dims(inputs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Per tensor input, the batch / sequence / spatial dimensions to keep dynamic."""
+    requested = {
+        name: varying_dims(name, value)
+        for name, value in inputs.items()
+        if isinstance(value, torch.Tensor)
+    }
+    return {name: dims for name, dims in requested.items() if dims}
+
+
+def _export(
+    model: nn.Module, inputs: dict[str, Any], dynamic_dims: dict[str, tuple[int, ...]]
+) -> torch.export.ExportedProgram:
+    """One torch.export call.
+
+    Dimensions are marked `Dim.AUTO`, not named `Dim`s: export keeps each one dynamic when the
+    model allows it and silently fixes it otherwise (e.g. ViT's image size), instead of failing;
+    `_fixed_sizes` then reports what was fixed.
+    """
+    shapes = {
+        name: {d: torch.export.Dim.AUTO for d in dynamic_dims.get(name, ())}
+        if isinstance(value, torch.Tensor)
+        else None
+        for name, value in inputs.items()
+    }
+    return torch.export.export(
+        model, (), inputs, strict=False, dynamic_shapes=shapes if dynamic_dims else None
+    )
+
+
+def _fixed_sizes(
+    graph_module: GraphModule, inputs: dict[str, Any], requested: dict[str, tuple[int, ...]]
+) -> dict[str, dict[int, int]]:
+    """Requested dynamic dimensions that export made static.
+
+    A fixed dimension shows as a plain int in the traced shape, or as a symbol that a guard later
+    resolved to a constant (`is_concrete_int` sees through it), as ViT's image size does.
+
+    The unlifted module has one placeholder per keyword input, in the inputs' order, each with
+    the fake tensor export traced in `meta["val"]`; non-tensor inputs are skipped.
+    """
+    placeholders = graph_module.graph.find_nodes(op="placeholder")
+    fixed: dict[str, dict[int, int]] = {}
+    for name, node in zip(inputs, placeholders):
+        traced = node.meta.get("val")
+        if name not in requested or not isinstance(traced, torch.Tensor):
+            continue
+        static = {
+            d: int(traced.shape[d]) for d in requested[name] if is_concrete_int(traced.shape[d])
+        }
+        if static:
+            fixed[name] = static
+    return fixed
+
+
+def _fixed_sizes_message(model: nn.Module, info: TraceInfo) -> str:
+    """The warning text for a graph that fixes sizes callers may expect to vary."""
+    sizes = "; ".join(
+        f"{name} dim {dim} = {size}"
+        for name, dims in info["fixed_sizes"].items()
+        for dim, size in dims.items()
+    )
+    message = f"fxopt.trace: the graph of {type(model).__name__} only accepts these sizes: {sizes}"
+    if info["dynamic_failure"]:
+        message += f" (export with dynamic sizes failed: {info['dynamic_failure']})"
+    if any(size <= 1 for dims in info["fixed_sizes"].values() for size in dims.values()):
+        message += (
+            "; torch.export always fixes example sizes 0 and 1: use examples of size 2 or more"
+        )
+    return message

@@ -1,0 +1,72 @@
+"""Shared fixtures: deterministic seeding and tiny transformers models built from configs.
+
+Models are randomly initialised from small configs (hidden sizes 32, two layers) so tests run
+offline and fast; the numbers they produce do not matter, only that traced and eager agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import transformers
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    """Every test starts from the same random state, so failures reproduce."""
+    torch.manual_seed(0)
+
+
+def build_model(
+    model_class: type[transformers.PreTrainedModel], config: transformers.PretrainedConfig
+) -> Any:
+    """A randomly initialised model in eval mode, seeded here so fixture scope cannot change it."""
+    torch.manual_seed(0)
+    return model_class(config).eval()
+
+
+def tiny_bert_config(**overrides: Any) -> transformers.BertConfig:
+    defaults: dict[str, Any] = dict(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    return transformers.BertConfig(**(defaults | overrides))
+
+
+def tiny_gpt2_config(**overrides: Any) -> transformers.GPT2Config:
+    # Special token ids must lie inside the tiny vocabulary.
+    defaults: dict[str, Any] = dict(
+        vocab_size=100,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    return transformers.GPT2Config(**(defaults | overrides))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert() -> transformers.BertModel:
+    return build_model(transformers.BertModel, tiny_bert_config())
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2() -> transformers.GPT2LMHeadModel:
+    return build_model(transformers.GPT2LMHeadModel, tiny_gpt2_config())
+
+
+def token_inputs(batch: int, length: int, vocab_size: int = 100) -> dict[str, torch.Tensor]:
+    """input_ids and an attention mask whose second row ends in padding, so masking matters."""
+    input_ids = torch.randint(0, vocab_size, (batch, length))
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    if batch > 1 and length > 2:
+        attention_mask[1, -2:] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}

@@ -1,0 +1,211 @@
+"""fxopt.verify: per-output comparison, failures named, dtype-aware tolerances, structure checks."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import rich.table
+import torch
+import transformers
+from torch import nn
+
+import fxopt
+from fxopt.verify import VerifyRow, default_tolerance
+
+from conftest import token_inputs
+
+
+class Returns(nn.Module):
+    """Returns whatever a function of its input computes: builds odd outputs in one line."""
+
+    def __init__(self, function: Callable[[torch.Tensor], Any]) -> None:
+        super().__init__()
+        self.function = function
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.function(x)
+
+
+def row(report: fxopt.VerifyReport, name: str) -> VerifyRow:
+    (found,) = [r for r in report.rows if r.name == name]
+    return found
+
+
+def test_identical_models_pass_with_a_row_per_output(tiny_bert: transformers.BertModel) -> None:
+    report = fxopt.verify(tiny_bert, copy.deepcopy(tiny_bert), token_inputs(2, 8))
+    assert report.ok
+    assert [r.name for r in report.rows] == ["last_hidden_state", "pooler_output"]
+    assert row(report, "last_hidden_state").shape == (2, 8, tiny_bert.config.hidden_size)
+    assert all(r.max_abs_err == 0.0 and r.max_rel_err == 0.0 for r in report.rows)
+
+
+def test_perturbed_weight_fails_and_names_the_affected_output(
+    tiny_bert: transformers.BertModel,
+) -> None:
+    candidate = copy.deepcopy(tiny_bert)
+    with torch.no_grad():
+        candidate.pooler.dense.weight[0, 0] += 0.5  # the pooler feeds pooler_output only
+    report = fxopt.verify(tiny_bert, candidate, token_inputs(2, 8))
+    assert not report.ok
+    assert [r.name for r in report.failures] == ["pooler_output"]
+    assert row(report, "last_hidden_state").ok
+    failing = row(report, "pooler_output")
+    assert failing.max_abs_err is not None and failing.max_abs_err > failing.atol
+    text = str(report)
+    assert "FAIL" in text and "pooler_output" in text and "verify: FAILED (1 of 2 rows)" in text
+
+
+def test_graph_module_against_eager(tiny_gpt2: transformers.GPT2LMHeadModel) -> None:
+    traced = fxopt.trace(tiny_gpt2, mode="export")
+    report = fxopt.verify(traced, tiny_gpt2, token_inputs(3, 6))
+    assert report.ok, str(report)
+    assert "past_key_values.0" in [r.name for r in report.rows]
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [torch.ones(2, 4), (torch.ones(2, 4),), {"x": torch.ones(2, 4)}],
+    ids=["tensor", "tuple", "dict"],
+)
+def test_accepts_every_input_form(inputs: Any) -> None:
+    reference = Returns(nn.Linear(4, 3))  # Returns.forward's parameter is named x
+    report = fxopt.verify(reference, copy.deepcopy(reference), inputs)
+    assert report.ok
+    assert [r.name for r in report.rows] == ["output"]
+
+
+def test_each_side_gets_its_own_copy_of_the_inputs() -> None:
+    in_place = Returns(lambda x: x.mul_(2))
+    x = torch.ones(3)
+    report = fxopt.verify(in_place, in_place, x)
+    assert report.ok  # the candidate saw ones, not the reference's doubled values
+    torch.testing.assert_close(x, torch.ones(3))
+
+
+def test_runs_without_grad() -> None:
+    grad_mode = Returns(lambda x: torch.tensor(torch.is_grad_enabled()))
+    assert fxopt.verify(grad_mode, Returns(lambda x: torch.tensor(False)), torch.ones(1)).ok
+
+
+def half_precision_pair() -> tuple[nn.Module, nn.Module]:
+    """A fp16 linear followed by a scale, and the same with the scale folded into the weights.
+
+    Folding is what a BatchNorm fusion does; in fp16 it changes results by rounding only.
+    """
+    layer = nn.Linear(64, 16).half()
+    folded = copy.deepcopy(layer)
+    with torch.no_grad():
+        folded.weight.mul_(0.3)
+        folded.bias.mul_(0.3)
+    return Returns(lambda x: layer(x) * 0.3), folded
+
+
+def test_fp16_outputs_use_fp16_tolerances() -> None:
+    reference, candidate = half_precision_pair()
+    x = torch.randn(8, 64).half()
+    report = fxopt.verify(reference, candidate, x)
+    output = row(report, "output")
+    assert output.dtype == "float16"
+    assert (output.rtol, output.atol) == default_tolerance(torch.float16) == (1e-2, 1e-3)
+    assert output.max_abs_err is not None and output.max_abs_err > 0  # the two really differ
+    assert report.ok, str(report)
+    strict = fxopt.verify(reference, candidate, x, rtol=1e-4, atol=1e-5)  # float32's defaults
+    assert not strict.ok
+    assert (row(strict, "output").rtol, row(strict, "output").atol) == (1e-4, 1e-5)
+
+
+def test_tolerances_by_dtype() -> None:
+    assert default_tolerance(torch.float32) == (1e-4, 1e-5)
+    assert default_tolerance(torch.bfloat16) == (1.6e-2, 1e-2)
+    assert default_tolerance(torch.complex64) == default_tolerance(torch.float32)
+    assert default_tolerance(torch.int64) == (0.0, 0.0)
+    assert default_tolerance(torch.bool) == (0.0, 0.0)
+
+
+def test_mixed_dtypes_use_the_looser_tolerance() -> None:
+    report = fxopt.verify(
+        Returns(lambda x: x), Returns(lambda x: x.half()), torch.tensor([1.0001, 2.0])
+    )
+    output = row(report, "output")
+    assert output.dtype == "float32 vs float16"
+    assert (output.rtol, output.atol) == default_tolerance(torch.float16)
+    assert report.ok
+
+
+def test_float32_error_beyond_tolerance_fails() -> None:
+    x = torch.tensor([1.0, 2.0, 0.0])
+    report = fxopt.verify(
+        Returns(lambda x: x), Returns(lambda x: x + torch.tensor([0.0, 1e-3, 0.0])), x
+    )
+    output = row(report, "output")
+    assert not output.ok
+    assert output.max_abs_err == pytest.approx(1e-3, rel=1e-3)
+    assert output.max_rel_err == pytest.approx(5e-4, rel=1e-3)
+
+
+def test_integer_outputs_must_match_exactly() -> None:
+    ids = torch.tensor([3, 7, 9])
+    assert fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.clone()), ids).ok
+    report = fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + 1), ids)
+    assert not report.ok and row(report, "output").max_abs_err == 1.0
+
+
+def test_nans_in_the_same_places_are_equal() -> None:
+    x = torch.tensor([1.0, float("nan"), float("inf")])
+    assert fxopt.verify(Returns(lambda x: x * 1), Returns(lambda x: x.clone()), x).ok
+    assert not fxopt.verify(Returns(lambda x: x), Returns(lambda x: torch.nan_to_num(x)), x).ok
+
+
+def test_missing_and_extra_outputs_are_failures() -> None:
+    reference = Returns(lambda x: {"a": x, "b": x * 2})
+    report = fxopt.verify(reference, Returns(lambda x: {"a": x, "c": x}), torch.ones(2))
+    assert not report.ok
+    assert row(report, "a").ok
+    assert row(report, "b").note == "missing from candidate"
+    assert row(report, "c").note == "not in reference"
+
+
+def test_container_type_change_is_a_structure_failure(tiny_bert: transformers.BertModel) -> None:
+    as_dict = Returns(lambda x: dict(tiny_bert(input_ids=x)))
+    report = fxopt.verify(
+        Returns(lambda x: tiny_bert(input_ids=x)), as_dict, torch.randint(0, 100, (2, 5))
+    )
+    assert not report.ok
+    assert row(report, "last_hidden_state").ok  # same numbers ...
+    structure = row(report, "(structure)")  # ... but attribute access would break
+    assert (
+        "BaseModelOutputWithPoolingAndCrossAttentions" in structure.note
+        and "dict" in structure.note
+    )
+
+
+def test_tensor_replaced_by_tuple_is_a_failure() -> None:
+    report = fxopt.verify(Returns(lambda x: x), Returns(lambda x: (x,)), torch.ones(2))
+    assert {r.name for r in report.failures} == {"output", "0"}
+
+
+def test_shape_mismatch_fails() -> None:
+    report = fxopt.verify(Returns(lambda x: x), Returns(lambda x: x[:1]), torch.ones(2, 3))
+    assert row(report, "output").note == "shape (2, 3) vs (1, 3)"
+    assert not report.ok
+
+
+def test_non_tensor_leaves_compare_by_equality() -> None:
+    same = fxopt.verify(
+        Returns(lambda x: (x, 3, "tag")), Returns(lambda x: (x, 3, "tag")), torch.ones(1)
+    )
+    assert same.ok and [r.name for r in same.rows] == ["0", "1", "2"]
+    changed = fxopt.verify(Returns(lambda x: (x, 3)), Returns(lambda x: (x, 4)), torch.ones(1))
+    assert [r.name for r in changed.failures] == ["1"]
+    assert row(changed, "1").note == "3 vs 4"
+
+
+def test_rich_table_has_a_row_per_output(tiny_bert: transformers.BertModel) -> None:
+    report = fxopt.verify(tiny_bert, tiny_bert, token_inputs(2, 4))
+    table = report.rich_table()
+    assert isinstance(table, rich.table.Table)
+    assert table.row_count == 2
+    assert [c.header for c in table.columns][:2] == ["output", "shape"]
