@@ -17,14 +17,15 @@ NB_MODULE(_core, m) {
 
   nb::class_<TensorInfo>(m, "TensorInfo")
       .def(nb::init<>())
-      .def("__init__",
-           [](TensorInfo* t, std::vector<int64_t> shape, std::string dtype, std::string device,
-              bool requires_grad, bool is_parameter, uint64_t handle) {
-             new (t) TensorInfo{std::move(shape), std::move(dtype), std::move(device),
-                                requires_grad, is_parameter, handle};
-           },
-           nb::arg("shape"), nb::arg("dtype"), nb::arg("device"), nb::arg("requires_grad"),
-           nb::arg("is_parameter"), nb::arg("handle"))
+      .def(
+          "__init__",
+          [](TensorInfo* t, std::vector<int64_t> shape, std::string dtype, std::string device,
+             bool requires_grad, bool is_parameter, uint64_t handle) {
+            new (t) TensorInfo{std::move(shape), std::move(dtype), std::move(device),
+                               requires_grad,    is_parameter,     handle};
+          },
+          nb::arg("shape"), nb::arg("dtype"), nb::arg("device"), nb::arg("requires_grad"),
+          nb::arg("is_parameter"), nb::arg("handle"))
       .def_rw("shape", &TensorInfo::shape)
       .def_rw("dtype", &TensorInfo::dtype)
       .def_rw("device", &TensorInfo::device)
@@ -48,6 +49,7 @@ NB_MODULE(_core, m) {
       .def("add_module", &Session::add_module)
       .def("add_attribute", &Session::add_attribute)
       .def("add_taken_paths", &Session::add_taken_paths)
+      .def("set_ranks", &Session::set_ranks)
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))
       .def("edit_count", &Session::edit_count)

@@ -29,13 +29,15 @@ class PyTensorOps final : public TensorOps {
     return call("add_scalar", a, value);
   }
   TensorInfo rsqrt(const TensorInfo& a) override { return call("rsqrt", a); }
+  TensorInfo sum(const TensorInfo& a, int64_t dim) override { return call("sum", a, dim); }
   TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override {
     return call("reshape", a, shape);
   }
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override {
     return call("cast", a, dtype);
   }
-  TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override {
+  TensorInfo full(const std::vector<int64_t>& shape, double value,
+                  const TensorInfo& like) override {
     return call("full", shape, value, like);
   }
   TensorInfo clone(const TensorInfo& a) override { return call("clone", a); }

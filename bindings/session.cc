@@ -13,16 +13,26 @@ namespace {
 
 const char* edit_name(Edit::Kind kind) {
   switch (kind) {
-    case Edit::Kind::CreateNode: return "create";
-    case Edit::Kind::SetInputs: return "set_inputs";
-    case Edit::Kind::SetTarget: return "set_target";
-    case Edit::Kind::SetMeta: return "set_meta";
-    case Edit::Kind::EraseMeta: return "erase_meta";
-    case Edit::Kind::EraseNode: return "erase";
-    case Edit::Kind::SetModule: return "set_module";
-    case Edit::Kind::RemoveModule: return "remove_module";
-    case Edit::Kind::SetAttribute: return "set_attribute";
-    case Edit::Kind::RemoveAttribute: return "remove_attribute";
+    case Edit::Kind::CreateNode:
+      return "create";
+    case Edit::Kind::SetInputs:
+      return "set_inputs";
+    case Edit::Kind::SetTarget:
+      return "set_target";
+    case Edit::Kind::SetMeta:
+      return "set_meta";
+    case Edit::Kind::EraseMeta:
+      return "erase_meta";
+    case Edit::Kind::EraseNode:
+      return "erase";
+    case Edit::Kind::SetModule:
+      return "set_module";
+    case Edit::Kind::RemoveModule:
+      return "remove_module";
+    case Edit::Kind::SetAttribute:
+      return "set_attribute";
+    case Edit::Kind::RemoveAttribute:
+      return "remove_attribute";
   }
   return "";
 }
@@ -83,8 +93,8 @@ Arg Session::to_arg(nb::handle value) {
   } else if (PyList_Check(o)) {  // fx stores lists as immutable_list, a list subclass
     return sequence_to_arg(value, true);
   } else if (PySlice_Check(o)) {
-    return Slice{{to_arg(value.attr("start")), to_arg(value.attr("stop")),
-                  to_arg(value.attr("step"))}};
+    return Slice{
+        {to_arg(value.attr("start")), to_arg(value.attr("stop")), to_arg(value.attr("step"))}};
   } else if (PyDict_Check(o)) {
     bool string_keys = true;
     for (auto [k, v] : nb::borrow<nb::dict>(value)) string_keys &= PyUnicode_CheckExact(k.ptr());
@@ -99,8 +109,7 @@ Arg Session::to_arg(nb::handle value) {
   // torch.Size, dicts with other keys) may not hide node references: the core would miss uses.
   if (PyTuple_Check(o) || PyDict_Check(o)) {
     bool has_node = false;
-    sequence_to_arg(PyDict_Check(o) ? nb::handle(nb::borrow<nb::dict>(value).values())
-                                    : value,
+    sequence_to_arg(PyDict_Check(o) ? nb::handle(nb::borrow<nb::dict>(value).values()) : value,
                     false)
         .for_each_node([&](Node*) { has_node = true; });
     if (has_node)
@@ -168,7 +177,8 @@ void Session::import_graph(nb::handle nodes) {
                                        std::move(args), kwargs.as<Dict>(), origin++);
     nb::dict meta = nb::borrow<nb::dict>(py.attr("meta"));
     for (const nb::str& key : {kMarks, kReversal})
-      if (meta.contains(key)) program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(meta[key]));
+      if (meta.contains(key))
+        program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(meta[key]));
     imported_.emplace(py.ptr(), node);
     py_nodes_.emplace(node->id(), nb::borrow(py));
   }
@@ -190,6 +200,14 @@ void Session::add_attribute(const std::string& path, const TensorInfo& tensor) {
 
 void Session::add_taken_paths(nb::handle paths) {
   for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
+}
+
+void Session::set_ranks(const std::vector<int>& ranks) {
+  for (Node* node : program_.graph) {
+    int64_t origin = node->origin();
+    if (origin >= 0 && size_t(origin) < ranks.size() && ranks[origin] >= 0)
+      program_.graph.set_rank(node, ranks[origin]);
+  }
 }
 
 PassResult Session::run(const std::string& pass_name, nb::dict options,
@@ -224,8 +242,8 @@ nb::tuple Session::edit(size_t index) {
     case Edit::Kind::SetModule: {
       nb::dict tensors;
       for (const auto& [name, t] : e.module.tensors) tensors[name.c_str()] = tensor_to_py(t);
-      return nb::make_tuple(kind, e.name, e.like, e.module.type.str(), to_py(Arg(e.module.attributes)),
-                            tensors);
+      return nb::make_tuple(kind, e.name, e.like, e.module.type.str(),
+                            to_py(Arg(e.module.attributes)), tensors);
     }
     case Edit::Kind::SetAttribute:
       return nb::make_tuple(kind, e.name, tensor_to_py(e.tensor));

@@ -31,6 +31,8 @@ class Session {
                   nb::dict tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
+  // The rank of each imported node's value, by import position; -1 where fx does not know it.
+  void set_ranks(const std::vector<int>& ranks);
 
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
                  bool reverse, nb::object tensor_ops);

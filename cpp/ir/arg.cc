@@ -24,7 +24,8 @@ void Dict::set(std::string_view key, Arg value) {
 }
 
 bool Dict::erase(std::string_view key) {
-  auto it = std::find_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first == key; });
+  auto it =
+      std::find_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first == key; });
   if (it == items.end()) return false;
   items.erase(it);
   return true;

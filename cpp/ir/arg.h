@@ -80,7 +80,9 @@ struct Arg {
   // A Python int or float (bools excluded, as torch treats them as a separate type).
   bool is_number() const { return is<int64_t>() || is<double>(); }
   std::optional<double> number() const;
-  std::optional<int64_t> integer() const { return is<int64_t>() ? std::optional(as<int64_t>()) : std::nullopt; }
+  std::optional<int64_t> integer() const {
+    return is<int64_t>() ? std::optional(as<int64_t>()) : std::nullopt;
+  }
   // The elements of a list or tuple; nullptr for anything else.
   const std::vector<Arg>* sequence() const;
 

@@ -74,8 +74,10 @@ void Graph::link_before(Node* node, Node* anchor) {
   anchor->prev_ = node;
   (prev ? prev->next_ : head_) = node;
   uint64_t low = prev ? prev->position_ : 0;
-  if (anchor->position_ - low < 2) renumber();  // amortised: gaps of 2^20 rarely run out
-  else node->position_ = low + (anchor->position_ - low) / 2;
+  if (anchor->position_ - low < 2)
+    renumber();  // amortised: gaps of 2^20 rarely run out
+  else
+    node->position_ = low + (anchor->position_ - low) / 2;
 }
 
 void Graph::renumber() {
@@ -85,7 +87,8 @@ void Graph::renumber() {
 
 void Graph::add_uses(Node* node) {
   for (Node* input : distinct_inputs(node->args_, node->kwargs_)) {
-    if (input->erased_) throw std::invalid_argument(node->name_ + " reads erased node " + input->name_);
+    if (input->erased_)
+      throw std::invalid_argument(node->name_ + " reads erased node " + input->name_);
     input->users_.push_back(node);
   }
 }
@@ -116,6 +119,8 @@ void Graph::set_meta(Node* node, std::string_view key, Arg value) {
 }
 
 void Graph::erase_meta(Node* node, std::string_view key) { node->meta_.erase(key); }
+
+void Graph::set_rank(Node* node, int rank) { node->rank_ = rank; }
 
 std::vector<Node*> Graph::replace_all_uses(Node* old_node, Node* replacement, Node* except) {
   std::vector<Node*> changed;
@@ -175,7 +180,8 @@ std::vector<Node*> Graph::find(NodeKind kind, Symbol target) const {
   std::vector<Node*>& bucket = it->second;
   std::erase_if(bucket, [&](Node* n) { return n->erased_ || !n->is(kind, target); });
   std::vector<Node*> result = bucket;
-  std::sort(result.begin(), result.end(), [](Node* a, Node* b) { return a->position_ < b->position_; });
+  std::sort(result.begin(), result.end(),
+            [](Node* a, Node* b) { return a->position_ < b->position_; });
   result.erase(std::unique(result.begin(), result.end()), result.end());
   return result;
 }
@@ -187,7 +193,8 @@ std::vector<LintError> Graph::lint() const {
   for (const Node* n : *this) {
     if (output) errors.push_back({n->name_, "comes after the output node " + output->name_});
     for (Node* input : distinct_inputs(n->args_, n->kwargs_)) {
-      if (input->erased_) errors.push_back({n->name_, "reads erased node " + input->name_});
+      if (input->erased_)
+        errors.push_back({n->name_, "reads erased node " + input->name_});
       else if (!seen.contains(input))
         errors.push_back({n->name_, "reads " + input->name_ + " before it is defined"});
       if (std::find(input->users_.begin(), input->users_.end(), n) == input->users_.end())

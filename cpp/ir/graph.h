@@ -35,6 +35,8 @@ class Graph {
   void set_target(Node* node, NodeKind kind, Symbol target);
   void set_meta(Node* node, std::string_view key, Arg value);
   void erase_meta(Node* node, std::string_view key);
+  // Records the rank of the node's value (a fact imported from fx, see Node::rank).
+  void set_rank(Node* node, int rank);
   // Makes every user of `old_node` except `except` read `replacement`; returns the users changed.
   std::vector<Node*> replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   // Removes a node that has no users left.

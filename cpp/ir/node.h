@@ -15,7 +15,14 @@
 
 namespace fxopt {
 
-enum class NodeKind : uint8_t { Placeholder, GetAttr, CallFunction, CallModule, CallMethod, Output };
+enum class NodeKind : uint8_t {
+  Placeholder,
+  GetAttr,
+  CallFunction,
+  CallModule,
+  CallMethod,
+  Output
+};
 
 // The torch.fx spelling of a kind ("call_function", ...).
 std::string_view kind_name(NodeKind kind);
@@ -34,6 +41,9 @@ class Node {
   const Dict& meta() const { return meta_; }
   // Index of the fx node this one was imported from, or -1 for nodes the core created.
   int64_t origin() const { return origin_; }
+  // Number of dimensions of the node's tensor value, when fx recorded its shape
+  // (node.meta["val"] or ["tensor_meta"]); unknown for nodes the core created.
+  std::optional<int> rank() const { return rank_ < 0 ? std::nullopt : std::optional<int>(rank_); }
   // Unique and never reused within a graph; the edit log refers to nodes by id.
   uint64_t id() const { return id_; }
   Node* prev() const { return prev_; }
@@ -58,6 +68,7 @@ class Node {
   std::vector<Node*> users_;
   Dict meta_;
   int64_t origin_ = -1;
+  int rank_ = -1;
   uint64_t id_ = 0;
   uint64_t position_ = 0;  // strictly increasing along the list; gaps leave room for inserts
   Node* prev_ = nullptr;

@@ -23,4 +23,10 @@ struct InputSlot {
 // The slot of the operand at `index` / `keyword`, if the node passes it at all.
 std::optional<InputSlot> find_slot(const Node& node, size_t index, std::string_view keyword);
 
+// The node's args and kwargs with the operand at `index` / `keyword` set to `value`, or left out
+// when `value` is nullopt. A new operand goes where fx would print it: positionally when it
+// directly follows the positional arguments, else by keyword.
+std::pair<Args, Kwargs> with_operand(const Node& node, size_t index, std::string_view keyword,
+                                     std::optional<Arg> value);
+
 }  // namespace fxopt

@@ -20,5 +20,14 @@ inline const Symbol kAtenDivTensor = Symbol::intern("aten.div.Tensor");
 inline const Symbol kAtenDivScalar = Symbol::intern("aten.div.Scalar");
 inline const Symbol kAtenMulTensor = Symbol::intern("aten.mul.Tensor");
 inline const Symbol kAtenMulScalar = Symbol::intern("aten.mul.Scalar");
+inline const Symbol kLinearModule = Symbol::intern("torch.nn.modules.linear.Linear");
+inline const Symbol kNonDynamicallyQuantizableLinearModule =
+    Symbol::intern("torch.nn.modules.linear.NonDynamicallyQuantizableLinear");
+inline const Symbol kFunctionalLinear = Symbol::intern("torch._C._nn.linear");
+inline const Symbol kAtenLinear = Symbol::intern("aten.linear.default");
+inline const Symbol kTorchNarrow = Symbol::intern("torch.narrow");
+inline const Symbol kAtenSliceTensor = Symbol::intern("aten.slice.Tensor");
+inline const Symbol kFunctionalPad = Symbol::intern("torch.nn.functional.pad");
+inline const Symbol kAtenConstantPadNd = Symbol::intern("aten.constant_pad_nd.default");
 
 }  // namespace fxopt::targets

@@ -15,7 +15,8 @@ void ChangeTrueDivToMulByInverse::rewrite(PassContext& ctx, Node* node) const {
   const Arg& divisor = div->divisor.read(*node);
   double inverse = 1.0 / *divisor.number();
   if (*divisor.number() == 0.0) return ctx.skip(*node, "divides by zero");
-  if (!std::isnormal(inverse)) return ctx.skip(*node, "the inverse of the divisor is not a normal float");
+  if (!std::isnormal(inverse))
+    return ctx.skip(*node, "the inverse of the divisor is not a normal float");
 
   Record record;
   record.set("target", node->target().str()).set("divisor", divisor);
@@ -26,7 +27,8 @@ void ChangeTrueDivToMulByInverse::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void ChangeTrueDivToMulByInverse::restore(PassContext& ctx, Node* node, const Record& record) const {
+void ChangeTrueDivToMulByInverse::restore(PassContext& ctx, Node* node,
+                                          const Record& record) const {
   const Arg& target = record.at("target");
   if (!target.is<std::string>()) throw PassError(*node, "reversal record has a malformed target");
   Symbol original = Symbol::intern(target.as<std::string>());

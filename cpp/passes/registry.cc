@@ -1,6 +1,12 @@
 #include "passes/registry.h"
 
+#include "passes/change_activation.h"
+#include "passes/change_precision.h"
 #include "passes/change_true_div_to_mul_by_inverse.h"
+#include "passes/fuse_batch_norm_in_conv.h"
+#include "passes/fuse_batch_norm_in_linear.h"
+#include "passes/fuse_bias_in_linear.h"
+#include "passes/merge_linears.h"
 
 namespace fxopt {
 namespace {
@@ -10,14 +16,50 @@ std::unique_ptr<Pass> make_plain(const Dict&) {
   return std::make_unique<P>();
 }
 
+// A string option; throws naming it if it is missing or not a string.
+std::string string_option(const Dict& options, std::string_view name) {
+  const Arg* value = options.find(name);
+  if (!value || !value->is<std::string>())
+    throw std::invalid_argument("option '" + std::string(name) + "' must be a string");
+  return value->as<std::string>();
+}
+
 }  // namespace
 
 // Order matters only for presets and `fxopt passes`: folding passes come before merging ones,
-// so a merged Linear never hides a BatchNorm that could have been folded into its members.
+// so a merged Linear never hides a BatchNorm that could have been folded into its members;
+// passes that change the computation (ChangeActivation, ChangePrecision) come last.
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
-      {"ChangeTrueDivToMulByInverse", "division by a constant becomes multiplication by its inverse",
-       true, true, make_plain<ChangeTrueDivToMulByInverse>},
+      {"ChangeTrueDivToMulByInverse",
+       "division by a constant becomes multiplication by its inverse", true, true,
+       make_plain<ChangeTrueDivToMulByInverse>},
+      {"FuseBatchNorm2dInConv2d", "an eval-mode BatchNorm2d after a Conv2d folds into its weights",
+       true, true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(true); }},
+      {"FuseBatchNormInConv",
+       "an eval-mode batch norm after any (transposed) convolution folds into its weights", true,
+       true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(false); }},
+      {"FuseBatchNorm1dInLinear",
+       "an eval-mode BatchNorm1d before or after a Linear folds into its weights", true, true,
+       make_plain<FuseBatchNorm1dInLinear>},
+      {"MergeLinears", "Linears reading the same input become one Linear whose output is sliced",
+       true, true, make_plain<MergeLinears>},
+      {"FuseBiasInLinear", "a Linear's bias becomes a weight column read against a ones column",
+       true, true, make_plain<FuseBiasInLinear>},
+      {"ChangeActivation", "every activation of one kind becomes another (source -> target)", true,
+       false,
+       [](const Dict& o) {
+         return std::make_unique<ChangeActivation>(string_option(o, "source"),
+                                                   string_option(o, "target"));
+       }},
+      {"ChangePrecision",
+       "Linear, convolution and matmul run in float16 / bfloat16; other values keep their dtype",
+       true, false,
+       [](const Dict& o) {
+         const Arg* dtype_object = o.find("dtype_object");
+         if (!dtype_object) throw std::invalid_argument("option 'dtype_object' is missing");
+         return std::make_unique<ChangePrecision>(string_option(o, "dtype"), *dtype_object);
+       }},
   };
   return passes;
 }

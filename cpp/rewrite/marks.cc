@@ -12,8 +12,10 @@ const std::vector<Arg>* tuple_items(const Node& node, std::string_view key) {
 }
 
 void store(Rewriter& rewriter, Node* node, std::string_view key, std::vector<Arg> items) {
-  if (items.empty()) rewriter.erase_meta(node, key);
-  else rewriter.set_meta(node, key, Tuple{std::move(items)});
+  if (items.empty())
+    rewriter.erase_meta(node, key);
+  else
+    rewriter.set_meta(node, key, Tuple{std::move(items)});
 }
 
 bool is_entry_for(const Arg& entry, std::string_view signature) {
@@ -25,7 +27,8 @@ bool is_entry_for(const Arg& entry, std::string_view signature) {
 
 bool is_marked(const Node& node, std::string_view signature) {
   const auto* marks = tuple_items(node, kMarksKey);
-  return marks && std::find(marks->begin(), marks->end(), Arg(std::string(signature))) != marks->end();
+  return marks &&
+         std::find(marks->begin(), marks->end(), Arg(std::string(signature))) != marks->end();
 }
 
 void mark(Rewriter& rewriter, Node* node, std::string_view signature) {

@@ -17,6 +17,15 @@ void Pass::restore(PassContext&, Node* node, const Record&) const {
   throw PassError(*node, "this transformation is not reversible");
 }
 
+bool matches_trigger(const Program& program, const Node& node,
+                     const std::vector<Trigger>& triggers) {
+  const ModuleInfo* module =
+      node.kind() == NodeKind::CallModule ? program.module(node.target()) : nullptr;
+  Symbol target = module ? module->type : node.target();
+  return std::any_of(triggers.begin(), triggers.end(),
+                     [&](const Trigger& t) { return t.kind == node.kind() && t.target == target; });
+}
+
 namespace {
 
 // The nodes a trigger names; call_module triggers name a module type, so they reach the call
@@ -81,8 +90,10 @@ PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps&
                     const std::string& signature, bool reverse) {
   Rewriter rewriter(program, log);
   PassContext ctx{rewriter, tensors, signature, {}};
-  if (reverse) run_reverse(pass, ctx, program.graph);
-  else run_forward(pass, ctx, program);
+  if (reverse)
+    run_reverse(pass, ctx, program.graph);
+  else
+    run_forward(pass, ctx, program);
   return std::move(ctx.result);
 }
 

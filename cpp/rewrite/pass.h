@@ -25,6 +25,10 @@ struct Trigger {
   Symbol target;
 };
 
+// True if `node` is one of the nodes `triggers` name (for call_module: by its module's type).
+bool matches_trigger(const Program& program, const Node& node,
+                     const std::vector<Trigger>& triggers);
+
 struct Skip {
   std::string node;
   std::string reason;

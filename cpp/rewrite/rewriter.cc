@@ -69,6 +69,17 @@ void Rewriter::replace_and_erase(Node* old_node, Node* replacement) {
   erase(old_node);
 }
 
+void Rewriter::erase_if_unused_read(Node* node) {
+  if (node->kind() == NodeKind::GetAttr && node->users().empty() && !node->erased()) erase(node);
+}
+
+Node* Rewriter::read_attribute(Node* user, const std::string& path) {
+  Symbol target = Symbol::intern(path);
+  for (Node* read : program_.graph.find(NodeKind::GetAttr, target))
+    if (program_.graph.before(read, user)) return read;
+  return insert_before(user, NodeKind::GetAttr, target, path, {});
+}
+
 void Rewriter::set_module(const std::string& path, const std::string& like, ModuleInfo module) {
   program_.modules[path] = module;
   program_.taken_paths.insert(path);

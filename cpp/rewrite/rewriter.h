@@ -29,6 +29,12 @@ class Rewriter {
   void erase(Node* node);
   // The absorbed-node helper: moves all uses of `old_node` to `replacement`, then erases it.
   void replace_and_erase(Node* old_node, Node* replacement);
+  // Erases `node` if it is a get_attr that nothing reads any more (a weight read left behind
+  // when its user was rewired or erased); any other node is left alone.
+  void erase_if_unused_read(Node* node);
+  // A get_attr node reading `path` that `user` may read: an existing one before it, else a new
+  // one created right before it.
+  Node* read_attribute(Node* user, const std::string& path);
 
   // Registers `module` at `path`, as a copy of the module at `like` with the given attributes
   // and tensors (copy-on-write: the module at `like` itself is never changed).

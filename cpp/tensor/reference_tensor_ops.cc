@@ -76,7 +76,8 @@ TensorInfo ReferenceTensorOps::broadcast(const TensorInfo& a, const TensorInfo& 
   };
   std::vector<int64_t> sa = padded(a.shape), sb = padded(b.shape), shape(rank);
   for (size_t i = 0; i < rank; ++i) {
-    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1) throw std::invalid_argument("not broadcastable");
+    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
+      throw std::invalid_argument("not broadcastable");
     shape[i] = std::max(sa[i], sb[i]);
   }
   const auto &va = values(a), &vb = values(b);
@@ -114,11 +115,24 @@ TensorInfo ReferenceTensorOps::map(const TensorInfo& a, double (*op)(double, dou
 }
 
 TensorInfo ReferenceTensorOps::add_scalar(const TensorInfo& a, double value) {
-  return map(a, [](double x, double s) { return x + s; }, value);
+  return map(
+      a, [](double x, double s) { return x + s; }, value);
 }
 
 TensorInfo ReferenceTensorOps::rsqrt(const TensorInfo& a) {
-  return map(a, [](double x, double) { return 1.0 / std::sqrt(x); }, 0.0);
+  return map(
+      a, [](double x, double) { return 1.0 / std::sqrt(x); }, 0.0);
+}
+
+TensorInfo ReferenceTensorOps::sum(const TensorInfo& a, int64_t dim) {
+  dim = normalize_dim(dim, a.shape.size());
+  int64_t inner = inner_size(a.shape, dim), size = a.shape[dim];
+  std::vector<int64_t> shape = a.shape;
+  shape.erase(shape.begin() + dim);
+  std::vector<double> out(numel(shape), 0.0);
+  const auto& v = values(a);
+  for (size_t i = 0; i < v.size(); ++i) out[i / (size * inner) * inner + i % inner] += v[i];
+  return make(shape, std::move(out), a.dtype);
 }
 
 TensorInfo ReferenceTensorOps::reshape(const TensorInfo& a, const std::vector<int64_t>& shape) {

@@ -23,6 +23,7 @@ class ReferenceTensorOps final : public TensorOps {
   TensorInfo mul(const TensorInfo& a, const TensorInfo& b) override;
   TensorInfo add_scalar(const TensorInfo& a, double value) override;
   TensorInfo rsqrt(const TensorInfo& a) override;
+  TensorInfo sum(const TensorInfo& a, int64_t dim) override;
   TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override;
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override;
   TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override;

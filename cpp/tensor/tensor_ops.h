@@ -27,6 +27,8 @@ class TensorOps {
   virtual TensorInfo mul(const TensorInfo& a, const TensorInfo& b) = 0;
   virtual TensorInfo add_scalar(const TensorInfo& a, double value) = 0;
   virtual TensorInfo rsqrt(const TensorInfo& a) = 0;
+  // The sum over `dim`, which is dropped from the shape.
+  virtual TensorInfo sum(const TensorInfo& a, int64_t dim) = 0;
   virtual TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) = 0;
   virtual TensorInfo cast(const TensorInfo& a, const std::string& dtype) = 0;
   // A tensor of `shape` filled with `value`, on the device and with the dtype of `like`.
@@ -34,5 +36,13 @@ class TensorOps {
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
 };
+
+// A computed tensor (results come back as plain tensors) to be stored the way `like` is:
+// parameter or buffer, requires_grad or not.
+inline TensorInfo stored_like(TensorInfo computed, const TensorInfo& like) {
+  computed.requires_grad = like.requires_grad;
+  computed.is_parameter = like.is_parameter;
+  return computed;
+}
 
 }  // namespace fxopt

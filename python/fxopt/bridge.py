@@ -10,6 +10,7 @@ undone and the GraphModule is left exactly as it was.
 from __future__ import annotations
 
 import builtins
+import copy
 import importlib
 import operator
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Bridge:
         self.session = _core.Session(torch.fx.Node, qualname, resolve_target)
         self.fx_nodes = list(gm.graph.nodes)
         self.session.import_graph(self.fx_nodes)
+        self.session.set_ranks([_output_rank(node) for node in self.fx_nodes])
         self._import_modules_and_attributes()
 
     def _import_modules_and_attributes(self) -> None:
@@ -151,6 +153,16 @@ class Bridge:
                 new.type = old.type
             self.session.bind(node_id, new)
         return graph
+
+
+def _output_rank(node: torch.fx.Node) -> int:
+    """The number of dimensions of the node's value where fx recorded it (export's fake tensor
+    in ``meta["val"]``, ShapeProp's ``meta["tensor_meta"]``), else -1."""
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return value.dim()
+    shape = getattr(node.meta.get("tensor_meta"), "shape", None)
+    return len(shape) if isinstance(shape, torch.Size) else -1
 
 
 def _lookup(root: torch.nn.Module, path: str) -> Any:
@@ -249,8 +261,14 @@ class _Replay:
             outside = [u for u in node.users if u not in doomed]
             if outside:
                 raise RuntimeError(f"cannot erase node '{node.name}': still used by {outside[0].name}")
-        for node in reversed(self.to_erase):
+        # Log order: the core erased each node once nothing read it, so fx can too.
+        for node in self.to_erase:
             self.graph.erase_node(node)
+        # fx never frees a name; freeing those of erased nodes lets a later reverse give a
+        # recreated node its original name back.
+        used_names = getattr(getattr(self.graph, "_graph_namespace", None), "_used_names", None)
+        if used_names is not None:
+            used_names.difference_update(node.name for node in self.to_erase)
         self.undo_steps.clear()
 
     def undo(self) -> None:
@@ -283,14 +301,18 @@ def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
 
 
 def _copy_module(template: torch.nn.Module, type_: str) -> torch.nn.Module:
-    """A shallow copy with its own parameter, buffer and submodule tables (copy-on-write)."""
+    """A shallow copy with its own tables (copy-on-write).
+
+    Tensors stay shared until replaced; every dict in the instance (parameters, buffers,
+    submodules, hooks) is copied, so registering on the copy never reaches the template.
+    """
     if type_name(template) != type_:
         raise TypeError(f"cannot derive a {type_} from a {type_name(template)}")
     module = template.__class__.__new__(template.__class__)
-    module.__dict__ = dict(template.__dict__)
-    module._parameters = dict(template._parameters)
-    module._buffers = dict(template._buffers)
-    module._modules = dict(template._modules)
+    module.__dict__ = {
+        key: copy.copy(value) if isinstance(value, dict) else value
+        for key, value in template.__dict__.items()
+    }
     return module
 
 

@@ -75,6 +75,10 @@ class TorchTensorOps:
         return self._result(torch.rsqrt(self.tensor(a)))
 
     @torch.no_grad()
+    def sum(self, a: _core.TensorInfo, dim: int) -> _core.TensorInfo:
+        return self._result(self.tensor(a).sum(dim))
+
+    @torch.no_grad()
     def reshape(self, a: _core.TensorInfo, shape: list[int]) -> _core.TensorInfo:
         return self._result(self.tensor(a).reshape(shape).clone())
 

@@ -28,6 +28,7 @@ Every result carries `gm.meta["fxopt_trace"]` (a `TraceInfo`) saying how it was 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sysconfig
@@ -296,7 +297,9 @@ def _trace_symbolic(model: nn.Module, names: list[str] | None) -> GraphModule:
             for name in forward_parameter_names(model)
             if name not in names
         }
-    graph_module = torch.fx.symbolic_trace(model, concrete_args=concrete_args)
+    tracer = _OutputTypeTracer()
+    graph = tracer.trace(model, concrete_args=concrete_args)
+    graph_module = GraphModule(tracer.root, graph, type(model).__name__)
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="symbolic",
         input_names=names,
@@ -306,6 +309,21 @@ def _trace_symbolic(model: nn.Module, names: list[str] | None) -> GraphModule:
         fallback_reason=None,
     )
     return graph_module
+
+
+class _OutputTypeTracer(torch.fx.Tracer):
+    """symbolic_trace's tracer, keeping dataclass dict outputs (transformers' ModelOutput).
+
+    fx records any dict subclass as a plain dict, so the traced module would return a dict
+    where the model returns a ModelOutput and attribute access (`out.last_hidden_state`) breaks.
+    Such a value becomes a call of its class instead, which rebuilds the very same type.
+    """
+
+    def create_arg(self, a: Any) -> Any:
+        if isinstance(a, dict) and type(a) is not dict and dataclasses.is_dataclass(a):
+            fields = {k: self.create_arg(v) for k, v in a.items()}
+            return self.create_node("call_function", type(a), (), fields)
+        return super().create_arg(a)
 
 
 def _trace_export(

@@ -38,8 +38,8 @@ TEST(Graph, InsertReplaceErase) {
   Node* x = b.input("x");
   Node* relu = b.call("relu", "torch.relu", {x});
   Node* out = b.output(relu);
-  Node* sig = g.insert_before(relu, NodeKind::CallFunction, Symbol::intern("torch.sigmoid"),
-                              "relu", {x});
+  Node* sig =
+      g.insert_before(relu, NodeKind::CallFunction, Symbol::intern("torch.sigmoid"), "relu", {x});
   EXPECT_EQ(sig->name(), "relu_1");  // fx-style dedup of the hint
   EXPECT_TRUE(g.before(x, sig));
   EXPECT_TRUE(g.before(sig, relu));
@@ -98,8 +98,8 @@ TEST(Graph, LintNamesTheNodeAndProblem) {
   Node* late = b.call("late", "torch.relu", {x});
   b.output(late);
   // Make `late` read a node defined after it.
-  Node* after = g.insert_before(g.last(), NodeKind::CallFunction, Symbol::intern("torch.neg"),
-                                "after", {x});
+  Node* after =
+      g.insert_before(g.last(), NodeKind::CallFunction, Symbol::intern("torch.neg"), "after", {x});
   g.set_inputs(late, {after}, {});
   auto errors = g.lint();
   ASSERT_EQ(errors.size(), 1u);

@@ -14,7 +14,7 @@ TensorInfo as_tensor(ReferenceTensorOps& ops, const Value& v, const TensorInfo& 
 
 // Binary elementwise kernel over a tensor and a tensor-or-scalar.
 ReferenceInterpreter::Kernel binary(TensorInfo (ReferenceTensorOps::*op)(const TensorInfo&,
-                                                                        const TensorInfo&),
+                                                                         const TensorInfo&),
                                     bool invert_scalar = false) {
   return [=](ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) -> Value {
     const TensorInfo& a = std::get<TensorInfo>(args.at(0));
@@ -40,11 +40,17 @@ ReferenceInterpreter::ReferenceInterpreter(const Program& program, ReferenceTens
                    m("div_"), m("true_divide"), f("aten.div.Tensor"), f("aten.div.Scalar")})
     kernels_[key] = div;
   for (auto key : {f("_operator.add"), f("torch.add"), f("aten.add.Tensor")}) kernels_[key] = add;
+  add_linear_kernels(*this);
+  add_conv_kernels(*this);
+  add_activation_kernels(*this);
 }
 
 Value ReferenceInterpreter::evaluate(const Arg& arg, const std::map<const Node*, Value>& env) {
   if (Node* n = arg.node()) return env.at(n);
   if (auto v = arg.number()) return *v;
+  bool has_node = false;
+  arg.for_each_node([&](Node*) { has_node = true; });
+  if (!has_node) return std::monostate{};
   throw std::invalid_argument("reference interpreter cannot evaluate " + to_string(arg));
 }
 
@@ -65,13 +71,17 @@ std::vector<TensorInfo> ReferenceInterpreter::run(const std::map<std::string, Te
         return outputs;
       }
       default: {
-        auto it = kernels_.find({node->kind(), node->target().str()});
+        const ModuleInfo* module =
+            node->kind() == NodeKind::CallModule ? program_.module(node->target()) : nullptr;
+        auto it = kernels_.find({node->kind(), module ? module->type.str() : node->target().str()});
         if (it == kernels_.end())
-          throw std::invalid_argument("reference interpreter has no kernel for " + node->describe());
+          throw std::invalid_argument("reference interpreter has no kernel for " +
+                                      node->describe());
         std::vector<Value> args;
         for (const Arg& a : node->args()) args.push_back(evaluate(a, env));
         for (const auto& [key, a] : node->kwargs().items)
-          if (key == "other" || key == "input") args.push_back(evaluate(a, env));
+          if (key == "other" || key == "input" || key == "weight" || key == "bias")
+            args.push_back(evaluate(a, env));
         env[node] = it->second(*this, *node, args);
       }
     }

@@ -13,17 +13,24 @@
 
 namespace fxopt::testing {
 
-using Value = std::variant<TensorInfo, double>;
+// A tensor, a number, or (monostate) anything else: None, shapes, pad widths, which kernels
+// read from the node itself.
+using Value = std::variant<TensorInfo, double, std::monostate>;
 
 class ReferenceInterpreter {
  public:
-  using Kernel = std::function<Value(ReferenceInterpreter&, const Node&, const std::vector<Value>&)>;
+  using Kernel =
+      std::function<Value(ReferenceInterpreter&, const Node&, const std::vector<Value>&)>;
 
   ReferenceInterpreter(const Program& program, ReferenceTensorOps& ops);
   // Values of the output node's (flattened) arguments.
   std::vector<TensorInfo> run(const std::map<std::string, TensorInfo>& inputs);
 
   ReferenceTensorOps& ops() { return ops_; }
+  // Kernels of call_module nodes are found by the module's type.
+  void add_kernel(NodeKind kind, const std::string& target, Kernel kernel) {
+    kernels_[{kind, target}] = std::move(kernel);
+  }
   const Program& program() const { return program_; }
 
  private:
@@ -33,6 +40,16 @@ class ReferenceInterpreter {
   ReferenceTensorOps& ops_;
   std::map<std::pair<NodeKind, std::string>, Kernel> kernels_;
 };
+
+// Kernels for Linear in every dialect, last-dimension slices and pads
+// (reference_linear_kernels.cc).
+void add_linear_kernels(ReferenceInterpreter& interpreter);
+// Kernels for (transposed) convolution and batch norm in the module and ATen dialects, and
+// getitem 0 (reference_conv_kernels.cc).
+void add_conv_kernels(ReferenceInterpreter& interpreter);
+// Kernels for relu / gelu / silu in every dialect, dtype casts and 2-D matmul
+// (reference_activation_kernels.cc).
+void add_activation_kernels(ReferenceInterpreter& interpreter);
 
 // Largest absolute elementwise difference; infinity when the shapes differ.
 double max_abs_diff(ReferenceTensorOps& ops, const TensorInfo& a, const TensorInfo& b);

@@ -445,3 +445,24 @@ def test_symbolic_mode_does_not_fall_back() -> None:
 def test_export_of_a_plain_module_needs_example_inputs() -> None:
     with pytest.raises(TraceError, match="needs example_inputs"):
         fxopt.trace(ShapeBranch(), mode="export")
+
+
+def test_symbolic_trace_keeps_model_output_type() -> None:
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> BaseModelOutputWithPooling:
+            h = self.fc(x)
+            return BaseModelOutputWithPooling(last_hidden_state=h, pooler_output=h.mean(1))
+
+    model = Encoder().eval()
+    gm = fxopt.trace(model, mode="symbolic")
+    x = torch.randn(2, 3, 4)
+    out, expected = gm(x), model(x)
+    assert type(out) is BaseModelOutputWithPooling
+    assert torch.equal(out.pooler_output, expected.pooler_output)
+    assert list(out.keys()) == ["last_hidden_state", "pooler_output"]

@@ -1,0 +1,72 @@
+#include "ops/fold_batch_norm.h"
+
+#include "ops/input_slot.h"
+#include "rewrite/capture.h"
+
+namespace fxopt {
+namespace {
+
+constexpr size_t kDataIndex = 0;
+constexpr std::string_view kDataKeyword = "input";
+
+void set_data_operand(Rewriter& rewriter, Node* op, Node* value) {
+  auto [args, kwargs] = with_operand(*op, kDataIndex, kDataKeyword, Arg(value));
+  rewriter.set_inputs(op, std::move(args), std::move(kwargs));
+}
+
+// Erases the batch norm's nodes (users first) and the statistics reads only they used.
+void erase_batch_norm(Rewriter& rewriter, const BatchNorm& bn) {
+  std::vector<Node*> reads;
+  for (const Arg& a : bn.node->args()) a.for_each_node([&](Node* n) { reads.push_back(n); });
+  for (const auto& [key, a] : bn.node->kwargs().items)
+    a.for_each_node([&](Node* n) { reads.push_back(n); });
+  std::vector<Node*> nodes = bn.nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) rewriter.erase(*it);
+  for (Node* read : reads) rewriter.erase_if_unused_read(read);
+}
+
+}  // namespace
+
+std::optional<Arg> capture_batch_norm(const BatchNorm& bn) {
+  Node* input = bn.input;
+  return capture_nodes(bn.nodes(), std::span<Node* const>(&input, 1));
+}
+
+void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm& bn, Arg captured,
+                       BatchNormSide side, const FoldedParams& folded) {
+  Rewriter& rewriter = ctx.rewriter;
+  if (side == BatchNormSide::After)
+    rewriter.replace_all_uses(bn.result, op.node);
+  else
+    set_data_operand(rewriter, op.node, bn.input);
+  erase_batch_norm(rewriter, bn);
+  Arg params =
+      replace_params(rewriter, op, {{"weight", folded.weight}, {"bias", folded.bias}}, "fused");
+  Record record;
+  record.set("params", std::move(params))
+      .set("batch_norm", std::move(captured))
+      .set("side", side == BatchNormSide::After ? "after" : "before");
+  set_reversal_record(rewriter, op.node, ctx.signature, record);
+  ctx.changed(op.node);
+}
+
+void restore_batch_norm(PassContext& ctx, Node* op, const Record& record) {
+  Rewriter& rewriter = ctx.rewriter;
+  restore_params(rewriter, op, record.at("params"));
+  const Arg& side = record.at("side");
+  if (side == Arg("after")) {
+    std::vector<Node*> bn = rebuild_nodes(rewriter, op->next(), record.at("batch_norm"), {&op, 1});
+    rewriter.replace_all_uses(op, bn.back(), /*except=*/bn.front());
+  } else if (side == Arg("before")) {
+    const Arg* data = op->input(kDataIndex, kDataKeyword);
+    if (!data || !data->node()) throw PassError(*op, "its data operand is not a graph value");
+    Node* input = data->node();
+    std::vector<Node*> bn = rebuild_nodes(rewriter, op, record.at("batch_norm"), {&input, 1});
+    set_data_operand(rewriter, op, bn.back());
+  } else {
+    throw PassError(*op, "malformed batch-norm record: side " + to_string(side));
+  }
+  ctx.restored(op);
+}
+
+}  // namespace fxopt

@@ -1,0 +1,198 @@
+#include "ops/linear_rewrite.h"
+
+#include "ops/input_slot.h"
+#include "ops/targets.h"
+
+namespace fxopt {
+namespace {
+
+std::string join(const std::string& scope, const std::string& name) {
+  return scope.empty() ? name : scope + "." + name;
+}
+
+// Puts `value` where the operand at index / keyword was passed: positionally if args reach it.
+void put(Args& args, Kwargs& kwargs, size_t index, const char* keyword, Arg value) {
+  if (index < args.size())
+    args[index] = std::move(value);
+  else
+    kwargs.set(keyword, std::move(value));
+}
+
+// The module at `path` with new tensors; in/out features follow the weight.
+ModuleInfo module_with(const Program& program, const std::string& path, const TensorInfo& weight,
+                       const TensorInfo& bias) {
+  ModuleInfo module = *program.module(Symbol::intern(path));
+  module.attributes.set("in_features", weight.shape.at(1));
+  module.attributes.set("out_features", weight.shape.at(0));
+  module.tensors["weight"] = weight;
+  module.tensors["bias"] = bias;
+  return module;
+}
+
+void drop_stored(Rewriter& rewriter, Node* stored) {
+  rewriter.erase_if_unused_read(stored);
+  if (rewriter.graph().find(NodeKind::GetAttr, stored->target()).empty())
+    rewriter.remove_attribute(stored->target().str());
+}
+
+// Blanks node references (a Linear passes tensors only at the top level), so a record holds
+// plain values only.
+Arg blank(const Arg& arg) { return arg.node() ? Arg(None{}) : arg; }
+
+Arg stored_at(Node* stored) {
+  if (!stored) return None{};
+  return Tuple{{Arg(stored->target().str()), Arg(stored->name())}};
+}
+
+// Stores `tensor` at the recorded path; the recorded get_attr node if it is still there, else a
+// new one before `user` under the recorded name.
+Node* restore_stored(Rewriter& rewriter, Node* user, const Arg& recorded,
+                     const TensorInfo& tensor) {
+  const auto* entry = recorded.sequence();
+  if (!entry || entry->size() != 2 || !(*entry)[0].is<std::string>() ||
+      !(*entry)[1].is<std::string>())
+    throw PassError(*user, "malformed Linear record: " + to_string(recorded));
+  const std::string& path = (*entry)[0].as<std::string>();
+  const std::string& name = (*entry)[1].as<std::string>();
+  Symbol target = Symbol::intern(path);
+  rewriter.set_attribute(path, tensor);
+  Node* existing = rewriter.graph().find_by_name(name);
+  if (existing && existing->is(NodeKind::GetAttr, target)) return existing;
+  return rewriter.insert_before(user, NodeKind::GetAttr, target, name, {});
+}
+
+}  // namespace
+
+Node* create_linear(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* input,
+                    const std::string& name, const TensorInfo& weight, const TensorInfo& bias) {
+  std::string base = join(like.scope(), name);
+  if (!like.module().empty()) {
+    std::string path = rewriter.unique_path(base);
+    rewriter.set_module(path, like.module(),
+                        module_with(rewriter.program(), like.module(), weight, bias));
+    return rewriter.insert_before(anchor, NodeKind::CallModule, Symbol::intern(path), path,
+                                  {input});
+  }
+  auto stored = [&](const std::string& suffix, const TensorInfo& tensor) -> Arg {
+    std::string path = rewriter.unique_path(base + suffix);
+    rewriter.set_attribute(path, tensor);
+    return rewriter.insert_before(anchor, NodeKind::GetAttr, Symbol::intern(path), path, {});
+  };
+  Args args = {input, stored("_weight", weight)};
+  if (bias.present()) args.push_back(stored("_bias", bias));
+  return rewriter.insert_before(anchor, NodeKind::CallFunction, like.node->target(), base,
+                                std::move(args));
+}
+
+void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInfo& weight,
+                     const TensorInfo& bias) {
+  if (!view.module().empty()) {
+    rewriter.set_module(view.module(), view.module(),
+                        module_with(rewriter.program(), view.module(), weight, bias));
+    return;
+  }
+  rewriter.set_attribute(view.weight_node->target().str(), weight);
+  Node* old_bias = view.bias_node;
+  if (bias.present()) {
+    rewriter.set_attribute(old_bias->target().str(), bias);
+  } else if (old_bias) {
+    auto [args, kwargs] = with_operand(*view.node, kLinearBias, "bias", std::nullopt);
+    rewriter.set_inputs(view.node, std::move(args), std::move(kwargs));
+    drop_stored(rewriter, old_bias);
+  }
+}
+
+void remove_tensors(Rewriter& rewriter, const LinearView& view) {
+  if (!view.module().empty()) return rewriter.remove_module(view.module());
+  for (Node* stored : {view.weight_node, view.bias_node})
+    if (stored) drop_stored(rewriter, stored);
+}
+
+void set_linear_input(Rewriter& rewriter, const LinearView& view, Node* input) {
+  auto [args, kwargs] = with_operand(*view.node, kLinearInput, "input", Arg(input));
+  rewriter.set_inputs(view.node, std::move(args), std::move(kwargs));
+}
+
+void make_slice(Rewriter& rewriter, const LinearView& like, Node* node, Node* source, int64_t start,
+                int64_t end) {
+  const LinearDialect& d = *like.dialect;
+  Arg last = d.aten ? end : end - start;  // aten.slice takes the end, torch.narrow the length
+  rewriter.set_target(node, NodeKind::CallFunction, d.slice);
+  rewriter.set_inputs(node, {source, -1, start, last}, {});
+}
+
+Node* slice_source(const Node& node) {
+  bool slice = node.is(NodeKind::CallFunction, targets::kTorchNarrow) ||
+               node.is(NodeKind::CallFunction, targets::kAtenSliceTensor);
+  if (!slice || node.args().size() != 4 || node.args()[1] != Arg(-1)) return nullptr;
+  return node.args()[0].node();
+}
+
+Node* create_ones_column(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* x) {
+  const LinearDialect& d = *like.dialect;
+  if (d.aten)
+    return rewriter.insert_before(anchor, NodeKind::CallFunction, d.pad, "constant_pad_nd",
+                                  {x, List{{0, 1}}, 1.0});
+  return rewriter.insert_before(anchor, NodeKind::CallFunction, d.pad, "pad", {x, Tuple{{0, 1}}},
+                                Dict{{{"value", 1.0}}});
+}
+
+Node* ones_column_source(const LinearView& like, const Node& node) {
+  const LinearDialect& d = *like.dialect;
+  if (!node.is(NodeKind::CallFunction, d.pad) || node.args().size() < 2) return nullptr;
+  const Arg& widths = node.args()[1];
+  const Arg* value = d.aten ? node.input(2, "value") : node.kwargs().find("value");
+  bool ones = widths.sequence() && *widths.sequence() == std::vector<Arg>{0, 1} && value &&
+              value->number() == 1.0 && node.args().size() + node.kwargs().items.size() == 3;
+  return ones ? node.args()[0].node() : nullptr;
+}
+
+void describe(const LinearView& view, Record& record) {
+  Tuple args;
+  for (const Arg& a : view.node->args()) args.items.push_back(blank(a));
+  Dict kwargs;
+  for (const auto& [key, a] : view.node->kwargs().items) kwargs.items.emplace_back(key, blank(a));
+  record.set("linear.kind", std::string(kind_name(view.node->kind())))
+      .set("linear.target", view.node->target().str())
+      .set("linear.args", std::move(args))
+      .set("linear.kwargs", std::move(kwargs))
+      .set("linear.weight", stored_at(view.weight_node))
+      .set("linear.bias", stored_at(view.bias_node))
+      .set("linear.has_bias", view.has_bias());
+}
+
+bool recorded_bias(const Record& record) { return record.at("linear.has_bias") == Arg(true); }
+
+void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
+                    const TensorInfo& weight, const TensorInfo& bias, const LinearView& like) {
+  const Arg& kind_name = record.at("linear.kind");
+  const Arg& target = record.at("linear.target");
+  const Arg& recorded_args = record.at("linear.args");
+  const Arg& recorded_kwargs = record.at("linear.kwargs");
+  std::optional<NodeKind> kind =
+      kind_name.is<std::string>() ? parse_kind(kind_name.as<std::string>()) : std::nullopt;
+  if (!kind || !target.is<std::string>() || !recorded_args.sequence() ||
+      !recorded_kwargs.is<Dict>())
+    throw PassError(*node, "malformed Linear record");
+  if (*kind != like.dialect->kind)
+    throw PassError(*node,
+                    "its Linear record does not match the dialect of '" + like.node->name() + "'");
+
+  Args args = *recorded_args.sequence();
+  Kwargs kwargs = recorded_kwargs.as<Dict>();
+  put(args, kwargs, kLinearInput, "input", input);
+  if (*kind == NodeKind::CallModule) {
+    rewriter.set_module(target.as<std::string>(), like.module(),
+                        module_with(rewriter.program(), like.module(), weight, bias));
+  } else {
+    put(args, kwargs, kLinearWeight, "weight",
+        restore_stored(rewriter, node, record.at("linear.weight"), weight));
+    if (bias.present())
+      put(args, kwargs, kLinearBias, "bias",
+          restore_stored(rewriter, node, record.at("linear.bias"), bias));
+  }
+  rewriter.set_target(node, *kind, Symbol::intern(target.as<std::string>()));
+  rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+}
+
+}  // namespace fxopt

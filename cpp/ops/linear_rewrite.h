@@ -1,0 +1,59 @@
+// Building Linears and the ops next to them, in the dialect of a Linear the pass was given.
+//
+// Copy-on-write: nothing here changes a module or tensor object the GraphModule already has.
+// New tensors go into copies of modules (Rewriter::set_module with `like`) or into attribute
+// slots; "replacing" or "removing" a Linear's tensors re-points or drops the GraphModule's
+// reference, and the caller's model keeps its own.
+//
+// Reversal: `describe` writes into a Record how a Linear was spelled, as plain values only
+// (kind, target, paths, get_attr node names, its arguments with node references blanked);
+// `restore_linear` spells a node that way again around tensors the pass recomputed. Records
+// hold no tensors and no node references, so they survive deep copies of the GraphModule and
+// later bridge sessions, where this session's tensor handles and nodes mean nothing.
+#pragma once
+
+#include <string>
+
+#include "ops/linear.h"
+
+namespace fxopt {
+
+// A new Linear in `like`'s dialect, before `anchor`, reading `input`: a copy of like's module
+// or new get_attr nodes, at unique paths in like's scope named after `name`. An absent `bias`
+// builds one without a bias.
+Node* create_linear(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* input,
+                    const std::string& name, const TensorInfo& weight, const TensorInfo& bias);
+// Replaces the Linear's tensors at their own paths (in_features follows the weight); an absent
+// `bias` drops the bias operand and attribute. Requires owns_tensors.
+void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInfo& weight,
+                     const TensorInfo& bias);
+// Removes the Linear's module or attributes (and get_attr nodes) once its node reads them no
+// more. Requires owns_tensors.
+void remove_tensors(Rewriter& rewriter, const LinearView& view);
+// Makes the Linear read `input` instead of its current input.
+void set_linear_input(Rewriter& rewriter, const LinearView& view, Node* input);
+
+// Turns `node` into source[..., start:end], a view, in `like`'s dialect.
+void make_slice(Rewriter& rewriter, const LinearView& like, Node* node, Node* source, int64_t start,
+                int64_t end);
+// The sliced tensor if `node` is a last-dimension slice `make_slice` builds, else nullptr.
+Node* slice_source(const Node& node);
+
+// cat([x, ones(..., 1)], -1) in `like`'s dialect, as one op: a constant pad of the last
+// dimension by one column of value 1, which has x's dtype and device whatever they are.
+Node* create_ones_column(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* x);
+// x if `node` is a ones column of x in `like`'s dialect, else nullptr.
+Node* ones_column_source(const LinearView& like, const Node& node);
+
+// Writes how the Linear is spelled into `record` (keys "linear.*").
+void describe(const LinearView& view, Record& record);
+// True if the described Linear had a bias.
+bool recorded_bias(const Record& record);
+// Makes `node` the Linear `record` describes, reading `input`, with `weight` / `bias` (absent:
+// None) stored at the recorded paths and read through the recorded get_attr nodes (reused when
+// still there, else recreated under their names). A recorded module comes back as a copy of
+// `like`'s module (same type: both passes only ever pair a Linear with one of its kind).
+void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
+                    const TensorInfo& weight, const TensorInfo& bias, const LinearView& like);
+
+}  // namespace fxopt

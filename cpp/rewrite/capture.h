@@ -1,0 +1,39 @@
+// Capturing nodes and operand values in reversal records.
+//
+// A reversible pass that erases nodes (a folded BatchNorm) or replaces operands (a weight read
+// through get_attr) stores what it removed in its record, so reverse can rebuild it, in this
+// bridge session or a later one, after a deep copy. A record is a plain immutable value (see
+// marks.h), so a captured value may neither point at a live node nor hold a mutable container:
+//   a reference to captured node i          -> ("fxopt.node", i)
+//   a reference to inputs[k]                -> ("fxopt.input", k)   the caller supplies it again
+//   a reference to any other get_attr node  -> ("fxopt.attr", path) read again on rebuild
+//   a list / tuple / slice / dict           -> ("fxopt.list", (items...)) / ... / ("fxopt.dict",
+//                                              ((key, value), ...))
+// Scalars, strings, None and opaque values stay as they are. Every container is tagged, so a
+// user's own tuple can never be mistaken for a reference. Any other node reference cannot be
+// captured: capture returns nullopt and the pass skips the candidate.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "rewrite/rewriter.h"
+
+namespace fxopt {
+
+std::optional<Arg> capture_value(const Arg& value, std::span<Node* const> inputs,
+                                 std::span<Node* const> nodes = {});
+// The captured value with its references resolved, for a node to be placed before `anchor`;
+// attributes are read through an existing get_attr node before it, or a new one.
+Arg rebuild_value(Rewriter& rewriter, Node* anchor, const Arg& captured,
+                  std::span<Node* const> inputs, std::span<Node* const> nodes = {});
+
+// Captures `nodes` (in graph order; each may read earlier ones, `inputs` and get_attr nodes).
+std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* const> inputs);
+// Recreates captured nodes before `anchor` under their old names where free; returns them in
+// their captured order.
+std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const Arg& captured,
+                                 std::span<Node* const> inputs);
+
+}  // namespace fxopt

@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "norm_fixtures.h"
+#include "passes/change_precision.h"
+
+namespace fxopt {
+namespace {
+
+const std::string kSig = "ChangePrecision-test";
+
+class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixture {
+ protected:
+  PassResult apply(bool reverse = false) {
+    return run_pass(ChangePrecision("float16", Opaque{7}), program, edits, ops, kSig, reverse);
+  }
+  size_t casts() const {
+    size_t n = 0;
+    for (const Node* node : program.graph) n += node->name().starts_with("to");
+    return n;
+  }
+};
+
+TEST_F(ChangePrecisionTest, ModulesAndMethodsRunInFloat16AndBack) {
+  linear_module("fc", 4, 4, true);
+  linear_module("half", 4, 4, false, "float16");
+  ModuleInfo fc_before = program.modules.at("fc");
+  Node* x = b.input("x");
+  Node* fc = b.module("fc", "fc", {x});
+  Node* mm = b.method("matmul", "matmul", {fc, fc});
+  Node* half = b.module("half", "half", {mm});
+  b.output(half);
+  TensorInfo input = this->input({4, 4});
+  auto before = run({{"x", input}});
+  auto graph_before = structure();
+
+  PassResult forward = apply();
+  EXPECT_EQ(forward.changed, (std::vector<std::string>{"fc", "matmul"}));
+  ASSERT_EQ(forward.skipped.size(), 1u);
+  EXPECT_EQ(forward.skipped[0].reason, "its weight is float16, not float32 or float64");
+  EXPECT_EQ(casts(), 3u);
+  EXPECT_EQ(program.graph.size(), 5u + 3 + 2);  // three casts down, two casts back
+  EXPECT_EQ(fc->target().str(), "fc_float16");
+  const ModuleInfo& low = program.modules.at("fc_float16");
+  EXPECT_EQ(low.tensor("weight")->dtype, "float16");
+  EXPECT_TRUE(low.tensor("weight")->is_parameter);
+  EXPECT_EQ(program.modules.at("fc").tensors, fc_before.tensors);  // copy-on-write
+  // The cast down passes the dtype object it was given; the result is cast back to x's dtype.
+  Node* to = fc->args()[0].node();
+  EXPECT_TRUE(to->is(NodeKind::CallMethod, Symbol::intern("to")));
+  EXPECT_EQ(to->args(), (Args{x, Opaque{7}}));
+  Node* back = mm->args()[0].node()->args()[0].node();
+  EXPECT_TRUE(back->is(NodeKind::CallMethod, Symbol::intern("type_as")));
+  EXPECT_EQ(back->args(), (Args{fc, x}));
+  EXPECT_EQ(max_diff(before, run({{"x", input}})), 0.0);  // the reference does not round
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  PassResult backward = apply(/*reverse=*/true);
+  EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc", "matmul"}));
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.modules.contains("fc_float16"));
+}
+
+TEST_F(ChangePrecisionTest, AtenWeightsGetLowPrecisionAttributes) {
+  attribute("fc.weight", {4, 4});
+  Node* x = b.input("x");
+  Node* w = b.attr("fc_weight", "fc.weight");
+  Node* fc = b.call("linear", "aten.linear.default", {x, w});
+  Node* mm = b.call("matmul", "aten.matmul.default", {fc, x});
+  b.output(Tuple{{mm}});
+  auto graph_before = structure();
+  std::sort(graph_before.begin(), graph_before.end());
+
+  apply();
+  EXPECT_EQ(fc->args()[1].node()->target().str(), "fc.weight_float16");
+  EXPECT_EQ(program.attributes.at("fc.weight_float16").dtype, "float16");
+  EXPECT_TRUE(fc->args()[0].node()->is(NodeKind::CallFunction, Symbol::intern("aten.to.dtype")));
+  EXPECT_EQ(fc->users().front()->target().str(), "aten.type_as.default");
+
+  apply(/*reverse=*/true);
+  auto graph_after = structure();
+  std::sort(graph_after.begin(), graph_after.end());
+  EXPECT_EQ(graph_after, graph_before);
+  EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
+}
+
+TEST_F(ChangePrecisionTest, OnlyLowPrecisionTargets) {
+  EXPECT_THROW(ChangePrecision("float32", Opaque{1}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace fxopt

@@ -1,0 +1,98 @@
+// Reference kernels for what the Linear passes produce and consume: Linear in every dialect,
+// last-dimension slices (torch.narrow, aten.slice.Tensor) and pads (F.pad, aten.constant_pad_nd).
+#include <stdexcept>
+
+#include "reference_interpreter.h"
+
+namespace fxopt::testing {
+namespace {
+
+const TensorInfo& tensor(const std::vector<Value>& args, size_t i) {
+  return std::get<TensorInfo>(args.at(i));
+}
+
+int64_t integer(const std::vector<Value>& args, size_t i) {
+  return static_cast<int64_t>(std::get<double>(args.at(i)));
+}
+
+// y[r, o] = sum_i x[r, i] * w[o, i] + b[o], over every leading index r.
+TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& w,
+                  const TensorInfo* b) {
+  int64_t in = w.dim(1), out = w.dim(0);
+  if (x.dim(-1) != in) throw std::invalid_argument("linear: input features do not match");
+  const auto &xv = ops.values(x), &wv = ops.values(w);
+  int64_t rows = int64_t(xv.size()) / in;
+  std::vector<double> y(rows * out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = b ? ops.values(*b)[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) sum += xv[r * in + i] * wv[o * in + i];
+      y[r * out + o] = sum;
+    }
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = out;
+  return ops.make(shape, std::move(y), x.dtype);
+}
+
+Value module_linear(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) {
+  const ModuleInfo& module = *in.program().module(node.target());
+  const TensorInfo* bias = module.tensor("bias");
+  return linear(in.ops(), tensor(args, 0), *module.tensor("weight"),
+                bias && bias->present() ? bias : nullptr);
+}
+
+Value functional_linear(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo* bias = args.size() > 2 ? std::get_if<TensorInfo>(&args[2]) : nullptr;
+  return linear(in.ops(), tensor(args, 0), tensor(args, 1), bias);
+}
+
+Value last_dim_slice(ReferenceInterpreter& in, const std::vector<Value>& args, int64_t start,
+                     int64_t end) {
+  const TensorInfo& x = tensor(args, 0);
+  int64_t dim = integer(args, 1);
+  if (dim != -1 && dim != int64_t(x.shape.size()) - 1)
+    throw std::invalid_argument("reference slices only the last dimension");
+  return in.ops().slice(x, dim, start, end);
+}
+
+// x padded on the right of its last dimension by `count` columns of `value`.
+Value pad_last(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args,
+               const Arg* value) {
+  const std::vector<Arg>* widths = node.args().at(1).sequence();
+  if (!widths || widths->size() != 2 || (*widths)[0] != Arg(0))
+    throw std::invalid_argument("reference pads only the end of the last dimension");
+  const TensorInfo& x = tensor(args, 0);
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = *(*widths)[1].integer();
+  TensorInfo column = in.ops().full(shape, value ? *value->number() : 0.0, x);
+  return in.ops().cat({x, column}, -1);
+}
+
+}  // namespace
+
+void add_linear_kernels(ReferenceInterpreter& interpreter) {
+  for (const char* type : {"torch.nn.modules.linear.Linear",
+                           "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"})
+    interpreter.add_kernel(NodeKind::CallModule, type, module_linear);
+  for (const char* target : {"torch._C._nn.linear", "aten.linear.default"})
+    interpreter.add_kernel(NodeKind::CallFunction, target, functional_linear);
+  interpreter.add_kernel(NodeKind::CallFunction, "torch.narrow",
+                         [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+                           int64_t start = integer(a, 2);
+                           return last_dim_slice(in, a, start, start + integer(a, 3));
+                         });
+  interpreter.add_kernel(NodeKind::CallFunction, "aten.slice.Tensor",
+                         [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+                           return last_dim_slice(in, a, integer(a, 2), integer(a, 3));
+                         });
+  interpreter.add_kernel(NodeKind::CallFunction, "torch.nn.functional.pad",
+                         [](ReferenceInterpreter& in, const Node& n, const std::vector<Value>& a) {
+                           return pad_last(in, n, a, n.kwargs().find("value"));
+                         });
+  interpreter.add_kernel(NodeKind::CallFunction, "aten.constant_pad_nd.default",
+                         [](ReferenceInterpreter& in, const Node& n, const std::vector<Value>& a) {
+                           return pad_last(in, n, a, n.input(2, "value"));
+                         });
+}
+
+}  // namespace fxopt::testing
