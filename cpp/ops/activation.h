@@ -1,13 +1,15 @@
 // Op view: an elementwise activation without parameters, in every dialect, and the call that
 // computes another activation in the same dialect. Activations by name:
-//   relu       nn.ReLU        torch.relu, F.relu, x.relu()          aten.relu.default
-//   relu6      nn.ReLU6       F.relu6                               aten.relu6.default
-//   gelu       nn.GELU()      F.gelu(x)                             aten.gelu.default(x)
-//   gelu_tanh  nn.GELU('tanh')  F.gelu(x, approximate='tanh')       aten.gelu.default(x,
-//   approximate='tanh') silu       nn.SiLU        F.silu aten.silu.default sigmoid    nn.Sigmoid
-//   torch.sigmoid, x.sigmoid()            aten.sigmoid.default tanh       nn.Tanh torch.tanh,
-//   x.tanh()                  aten.tanh.default mish       nn.Mish        F.mish aten.mish.default
-//   hardswish  nn.Hardswish   F.hardswish                           aten.hardswish.default
+//   name       module            torch function / method          ATen (torch.export)
+//   relu       nn.ReLU           torch.relu, F.relu, x.relu()     aten.relu.default
+//   relu6      nn.ReLU6          F.relu6                          aten.relu6.default
+//   gelu       nn.GELU()         F.gelu(x)                        aten.gelu.default(x)
+//   gelu_tanh  nn.GELU('tanh')   F.gelu(x, approximate='tanh')    aten.gelu.default(x, approximate='tanh')
+//   silu       nn.SiLU           F.silu                           aten.silu.default
+//   sigmoid    nn.Sigmoid        torch.sigmoid, x.sigmoid()       aten.sigmoid.default
+//   tanh       nn.Tanh           torch.tanh, x.tanh()             aten.tanh.default
+//   mish       nn.Mish           F.mish                           aten.mish.default
+//   hardswish  nn.Hardswish      F.hardswish                      aten.hardswish.default
 // Modules, torch functions and methods (symbolic traces) get a torch function in their place;
 // ATen calls (torch.export) an ATen call.
 #pragma once
