@@ -96,10 +96,12 @@ class Bridge:
 
     def _import_modules_and_attributes(self) -> None:
         modules = dict(self.gm.named_modules())
+        imported: set[str] = set()
         for node in self.fx_nodes:
             if node.op == "call_module" and isinstance(node.target, str):
                 module = modules.get(node.target)
-                if module is not None:
+                if module is not None and node.target not in imported:
+                    imported.add(node.target)
                     self._import_module(node.target, module)
             elif node.op == "get_attr" and isinstance(node.target, str):
                 value = _lookup(self.gm, node.target)
@@ -111,11 +113,14 @@ class Bridge:
         self.session.add_taken_paths(taken)
 
     def _import_module(self, path: str, module: torch.nn.Module) -> None:
-        attributes = {}
-        for name in MODULE_ATTRIBUTES:
-            value = getattr(module, name, None)
-            if value is not None and _plain(value):
-                attributes[name] = value
+        # Plain attributes live in the instance dict; reading it directly skips nn.Module's slow
+        # __getattr__ fallback for every attribute a module does not have.
+        state = module.__dict__
+        attributes = {
+            name: state[name]
+            for name in MODULE_ATTRIBUTES
+            if name in state and state[name] is not None and _plain(state[name])
+        }
         tensors = {
             name: None if t is None else self.tensors.register(t)
             for name, t in (*module._parameters.items(), *module._buffers.items())
@@ -202,7 +207,7 @@ class _Replay:
     def _set_target(self, node_id: int, op: str, target: Any) -> None:
         node = self.session.py_node(node_id)
         old = node.op, node.target
-        node.op, node.target = op, target
+        _set_op(node, op, target)
         self.undo_steps.append(lambda: _set_op(node, *old))
 
     def _set_meta(self, node_id: int, key: str, value: Any) -> None:
@@ -282,7 +287,11 @@ def _set_inputs(node: torch.fx.Node, args: tuple, kwargs: dict) -> None:
 
 
 def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
-    node.op, node.target = op, target
+    # Each assignment re-files the node in fx's (op, target) lookup table: skip unchanged ones.
+    if node.op != op:
+        node.op = op
+    if node.target is not target:
+        node.target = target
 
 
 def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
@@ -310,10 +319,15 @@ def _copy_module(template: torch.nn.Module, type_: str) -> torch.nn.Module:
         raise TypeError(f"cannot derive a {type_} from a {type_name(template)}")
     module = template.__class__.__new__(template.__class__)
     module.__dict__ = {
-        key: copy.copy(value) if isinstance(value, dict) else value
+        key: _fresh_dict(value) if isinstance(value, dict) else value
         for key, value in template.__dict__.items()
     }
     return module
+
+
+def _fresh_dict(table: dict) -> dict:
+    # Most hook tables are empty; a new empty one is much cheaper than OrderedDict.copy().
+    return table.copy() if table else type(table)()
 
 
 def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
