@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from torch.fx import GraphModule
 
 from .. import _core
-from ..bridge import Bridge, PassReport
+from ..bridge import Bridge, PassReport, paused_gc
 from .transformation import ReversibleTransformation
 
 TransformationError = _core.PassError
@@ -49,12 +49,13 @@ class BuiltinTransformation(ReversibleTransformation):
 
 def run_builtin(steps: Sequence[tuple[BuiltinTransformation, bool]], gm: GraphModule) -> None:
     """Runs (transformation, reverse) steps in one core session and syncs once."""
-    bridge = Bridge(gm)
-    reports = []
-    for transformation, reverse in steps:
-        options = transformation.core_options()
-        signature = transformation.signature
-        reports.append(bridge.run(transformation.core_pass, options, signature, reverse))
-    bridge.sync()
+    with paused_gc():
+        bridge = Bridge(gm)
+        reports = []
+        for transformation, reverse in steps:
+            options = transformation.core_options()
+            signature = transformation.signature
+            reports.append(bridge.run(transformation.core_pass, options, signature, reverse))
+        bridge.sync()
     for (transformation, _), report in zip(steps, reports):
         transformation._report = report

@@ -1,0 +1,7 @@
+"""`python -m fxopt`: the same command line as the `fxopt` console script."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

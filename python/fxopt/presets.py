@@ -1,0 +1,237 @@
+"""Named pass lists (presets), the catalog of transformations, and pass specifications.
+
+A pass specification is what a user types after `--passes`: a transformation's class name,
+optionally with constructor arguments, e.g. `MergeLinears` or `ChangePrecision(dtype=float16)`.
+It is parsed with `ast` (never evaluated): arguments are literals, or dtype names.
+
+Presets exist so users do not have to know which passes pay off. `default` is deliberately
+small: only passes that preserve the computation and that `bench/latency.py` measured not to
+slow down any bundled model (see docs/benchmarks.md for the numbers behind each choice).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import _core
+from . import optimization as optimization_module
+from .optimization import BuiltinTransformation, ComposeTransformation, Transformation
+
+BUILTIN_DIALECTS = "module, aten"
+"""Built-in passes match operations through the engine's op views, which recognise both the
+module-level graphs of symbolic tracing and the ATen/functional graphs of torch.export."""
+
+PYTHON_DIALECTS = "any"
+"""The Python transformations act on the GraphModule as a whole, whatever its operations."""
+
+
+class PassSpecError(ValueError):
+    """A pass or preset name that does not exist, or arguments its class does not take."""
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """One row of `fxopt passes`."""
+
+    name: str
+    summary: str
+    engine: str
+    """"C++" for passes the engine runs, "Python" for the framework's own transformations."""
+    reversible: bool
+    preserving: bool
+    dialects: str
+    parameters: tuple[str, ...]
+    """Constructor parameters, which a specification may set: `Name(param=value)`."""
+
+
+def catalog() -> list[PassInfo]:
+    """Every transformation `--passes` accepts: built-in passes in registry order, then Python ones.
+
+    Several classes may share one core pass (`GeluToTanhApproximation` is `ChangeActivation`
+    with fixed arguments): the class the registry entry is named after gets the registry's
+    summary, the others their own docstring's first line.
+    """
+    classes = _transformation_classes()
+    infos = []
+    for entry in _core.passes():
+        users = [
+            cls
+            for cls in classes.values()
+            if issubclass(cls, BuiltinTransformation) and cls.core_pass == entry["name"]
+        ]
+        for cls in sorted(users, key=lambda cls: len(cls.__mro__)):
+            summary = entry["summary"] if cls.__name__ == entry["name"] else _first_line(cls.__doc__)
+            infos.append(
+                PassInfo(
+                    name=cls.__name__,
+                    summary=summary,
+                    engine="C++",
+                    reversible=bool(entry["reversible"]),
+                    preserving=bool(entry["preserves_computation"]),
+                    dialects=BUILTIN_DIALECTS,
+                    parameters=_parameters(cls),
+                )
+            )
+    infos += [
+        PassInfo(
+            name=name,
+            summary=_first_line(cls.__doc__),
+            engine="Python",
+            reversible=issubclass(cls, optimization_module.ReversibleTransformation),
+            preserving=bool(cls.preserves_computation),
+            dialects=PYTHON_DIALECTS,
+            parameters=_parameters(cls),
+        )
+        for name, cls in classes.items()
+        if not issubclass(cls, BuiltinTransformation)
+    ]
+    return infos
+
+
+def _transformation_classes() -> dict[str, type[Transformation]]:
+    """The concrete transformations `fxopt.optimization` exports, by name.
+
+    Left out: abstract bases, `BuiltinTransformation` itself (it names no core pass) and
+    `ComposeTransformation`, which `compose` builds from the others.
+    """
+    classes: dict[str, type[Transformation]] = {}
+    for name in optimization_module.__all__:
+        cls = getattr(optimization_module, name)
+        if not (inspect.isclass(cls) and issubclass(cls, Transformation)) or inspect.isabstract(cls):
+            continue
+        if cls is ComposeTransformation or (
+            issubclass(cls, BuiltinTransformation) and not hasattr(cls, "core_pass")
+        ):
+            continue
+        classes[name] = cls
+    return classes
+
+
+def _parameters(cls: type) -> tuple[str, ...]:
+    return tuple(name for name in inspect.signature(cls).parameters if name not in ("args", "kwargs"))
+
+
+def _first_line(doc: str | None) -> str:
+    """The first sentence of a docstring, on one line and without reST markup."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    sentence = paragraph.split(". ")[0].rstrip(".")
+    return sentence.replace("``", "")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    passes: Callable[[], list[str]]
+    """The pass specifications, computed on use so presets follow the registry as it grows."""
+
+
+def _preserving_builtins() -> list[str]:
+    """Every computation-preserving built-in pass, in the registry's order (which it justifies).
+
+    A pass that is a restriction of another one listed (Optimum's FuseBatchNorm2dInConv2d is
+    FuseBatchNormInConv for Conv2d only) is left out: running both would only repeat the search.
+    """
+    classes = _transformation_classes()
+    names = [info.name for info in catalog() if info.engine == "C++" and info.preserving]
+    return [
+        name
+        for name in names
+        if not any(other != name and issubclass(classes[name], classes[other]) for other in names)
+    ]
+
+
+PRESETS: dict[str, Preset] = {
+    # Measured with `bench/latency.py --per-pass` (docs/benchmarks.md): folding batch norms
+    # speeds up ResNet-50 (3%) and MobileNetV2 (13%) and only removes work elsewhere; true-div
+    # removes a division where it fires. MergeLinears (-1% to +0.1% on BERT / MiniLM) and
+    # FuseBiasInLinear (-2.5% on both) did not pay off on CPU and stay opt-in.
+    "default": Preset(
+        "default",
+        "preserving passes measured not to slow any bundled model down",
+        lambda: ["ChangeTrueDivToMulByInverse", "FuseBatchNormInConv", "FuseBatchNorm1dInLinear"],
+    ),
+    "all-preserving": Preset(
+        "all-preserving",
+        "every computation-preserving built-in pass, in registry order",
+        _preserving_builtins,
+    ),
+    "aggressive": Preset(
+        "aggressive",
+        "all-preserving, then tanh-approximate GELU and bfloat16 Linear / conv / matmul: changes "
+        "outputs (verify with --rtol / --atol)",
+        lambda: [*_preserving_builtins(), "GeluToTanhApproximation", "ChangePrecision(dtype=bfloat16)"],
+    ),
+}
+
+
+def preset_passes(name: str) -> list[str]:
+    """The pass specifications of preset `name`."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        raise PassSpecError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    return preset.passes()
+
+
+def split_specs(text: str) -> list[str]:
+    """Split a comma-separated pass list, keeping commas inside parentheses with their pass."""
+    specs: list[str] = []
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            specs.append(text[start:index].strip())
+            start = index + 1
+    specs.append(text[start:].strip())
+    return [spec for spec in specs if spec]
+
+
+def build(spec: str) -> Transformation:
+    """The transformation instance a specification describes."""
+    try:
+        expression = ast.parse(spec.strip(), mode="eval").body
+    except SyntaxError:
+        raise PassSpecError(f"cannot parse pass {spec!r}; write Name or Name(param=value, ...)") from None
+    call = expression if isinstance(expression, ast.Call) else None
+    head = call.func if call is not None else expression
+    if not isinstance(head, ast.Name):
+        raise PassSpecError(f"cannot parse pass {spec!r}; write Name or Name(param=value, ...)")
+    cls = _lookup(head.id)
+    args = [_literal(arg, spec) for arg in call.args] if call is not None else []
+    kwargs = {kw.arg: _literal(kw.value, spec) for kw in call.keywords if kw.arg} if call is not None else {}
+    try:
+        return cls(*args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise PassSpecError(f"{spec}: {exc}") from None
+
+
+def _lookup(name: str) -> type[Transformation]:
+    """A transformation class by name; case-insensitive, since names are typed on a command line."""
+    classes = _transformation_classes()
+    matches = [cls for known, cls in classes.items() if known.lower() == name.lower()]
+    if not matches:
+        raise PassSpecError(f"unknown pass {name!r}; run `fxopt passes` to list them")
+    return matches[0]
+
+
+def _literal(node: ast.expr, spec: str) -> Any:
+    """A constructor argument: a Python literal, or a dtype by name (`float16`, `torch.bfloat16`)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        node = ast.Name(node.attr)
+    if isinstance(node, ast.Name):
+        value = getattr(torch, node.id, None)
+        return value if isinstance(value, torch.dtype) else node.id
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise PassSpecError(f"{spec}: arguments must be literals or dtype names") from None
+
+
+def build_all(specs: list[str]) -> list[Transformation]:
+    return [build(spec) for spec in specs]
