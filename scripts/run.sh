@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the main job: optimize the bundled MiniLM, verify, report.
+# Sets everything up, then runs the main job: optimize the bundled MiniLM, verify, time it.
+# With arguments, runs `fxopt` with them instead (e.g. scripts/run.sh passes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ $# -eq 0 ]; then
+  set -- optimize minilm --verify --bench
+fi
 HF_HUB_OFFLINE=1 python3 -m fxopt "$@"

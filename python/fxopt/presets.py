@@ -149,9 +149,9 @@ def _preserving_builtins() -> list[str]:
 
 PRESETS: dict[str, Preset] = {
     # Measured with `bench/latency.py --per-pass` (docs/benchmarks.md): folding batch norms
-    # speeds up ResNet-50 (3%) and MobileNetV2 (13%) and only removes work elsewhere; true-div
-    # removes a division where it fires. MergeLinears (-1% to +0.1% on BERT / MiniLM) and
-    # FuseBiasInLinear (-2.5% on both) did not pay off on CPU and stay opt-in.
+    # speeds up ResNet-50 (3%) and MobileNetV2 (10%) and only removes work elsewhere; true-div
+    # removes a division where it fires. MergeLinears (-0.6% to +1% on BERT / MiniLM, noise)
+    # and FuseBiasInLinear (-1% to -4% on both) did not pay off on CPU and stay opt-in.
     "default": Preset(
         "default",
         "preserving passes measured not to slow any bundled model down",

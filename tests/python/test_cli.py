@@ -1,0 +1,248 @@
+"""The `fxopt` command line, run as users run it: in a subprocess, judged by exit code and output.
+
+Models are tiny (a config JSON with 32-wide layers, a factory module of a few ops) so each run
+is dominated by importing torch; one run uses the real MiniLM weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+TINY_BERT = {
+    "model_type": "bert",
+    "vocab_size": 100,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+}
+
+FACTORIES = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8)
+            self.k = nn.Linear(8, 8)
+
+        def forward(self, x):
+            scores = self.q(x) @ self.k(x).transpose(-1, -2) / 8
+            return scores.softmax(-1)
+
+
+    class Untraceable(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x - 1
+
+
+    def attention():
+        torch.manual_seed(0)
+        return Attention(), (torch.randn(2, 5, 8),)
+
+
+    def wrong_shapes():
+        return Attention(), (torch.randn(2, 5, 3),)
+
+
+    def untraceable():
+        return Untraceable(), (torch.randn(2, 4),)
+
+
+    def no_inputs():
+        return Attention()
+    """
+)
+
+# Runs a saved artifact where fxopt cannot be imported, and compares it with the expected output.
+LOAD_WITHOUT_FXOPT = textwrap.dedent(
+    """
+    import sys
+
+    class NoFxopt:
+        def find_spec(self, name, path=None, target=None):
+            if name == "fxopt" or name.startswith("fxopt."):
+                raise ImportError("fxopt is not installed here")
+
+    sys.meta_path.insert(0, NoFxopt())
+    import torch
+
+    artifact, inputs_path, expected_path = sys.argv[1:]
+    module = torch.load(artifact, weights_only=False)
+    inputs = torch.load(inputs_path)
+    expected = torch.load(expected_path)
+    output = module(*inputs)
+    torch.testing.assert_close(output, expected)
+    assert not [name for name in sys.modules if name == "fxopt" or name.startswith("fxopt.")]
+    print("loaded", type(module).__name__)
+    """
+)
+
+
+def fxopt(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "fxopt", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fxopt: error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("cli")
+    (directory / "tiny_bert.json").write_text(json.dumps(TINY_BERT))
+    (directory / "factories.py").write_text(FACTORIES)
+    return directory
+
+
+def test_passes_lists_every_transformation_and_preset() -> None:
+    result = fxopt("passes")
+    assert result.returncode == 0, result.stderr
+    for name in (
+        "ChangeTrueDivToMulByInverse",
+        "DeepCopy",
+        "LintAndRecompile",
+        "module, aten",
+        "default",
+        "all-preserving",
+    ):
+        assert name in result.stdout
+
+
+def test_models_lists_the_bundled_models() -> None:
+    result = fxopt("models")
+    assert result.returncode == 0, result.stderr
+    for name in ("minilm", "bert-base", "gpt2", "llama", "resnet50", "mobilenet-v2", "vit-base"):
+        assert name in result.stdout
+
+
+def run_without_fxopt(
+    workdir: Path, artifact: Path, inputs: tuple[torch.Tensor, ...], expected: object
+) -> None:
+    """Load `artifact` in a fresh interpreter that cannot import fxopt, run it, compare."""
+    torch.save(inputs, workdir / "inputs.pt")
+    torch.save(expected, workdir / "expected.pt")
+    (workdir / "load.py").write_text(LOAD_WITHOUT_FXOPT)
+    loaded = subprocess.run(
+        [sys.executable, workdir / "load.py", artifact, workdir / "inputs.pt", workdir / "expected.pt"],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=300,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert "loaded GraphModule" in loaded.stdout
+
+
+def test_optimize_factory_writes_json_and_a_standalone_artifact(workdir: Path) -> None:
+    artifact, report_path = workdir / "attention.pt", workdir / "attention.json"
+    options = ["--verify", "--bench", "--repeats", "2", "--warmup", "1"]
+    result = fxopt(
+        "optimize", f"{workdir}/factories.py:attention", *options, "--json", report_path, "--save", artifact
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fxopt.verify: ok" in result.stdout and "speedup" in result.stdout
+
+    report = json.loads(report_path.read_text())
+    assert report["trace"]["mode"] == "symbolic"
+    passes = {outcome["name"]: outcome for outcome in report["passes"]}
+    assert len(passes["ChangeTrueDivToMulByInverse"]["changed"]) == 1
+    before, after = report["stats"]["before"]["by_target"], report["stats"]["after"]["by_target"]
+    assert before["operator.truediv"] == 1 and "operator.truediv" not in after
+    assert after["operator.mul"] == 1
+    assert report["verify"]["ok"] and report["verify"]["rows"][0]["max_abs_err"] is not None
+    assert report["bench"]["eager"]["runs"] == 2 and report["bench"]["speedup"] > 0
+    assert report["saved"] == str(artifact)
+
+    sys.path.insert(0, str(workdir))
+    try:
+        import factories  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(workdir))
+    model, inputs = factories.attention()
+    with torch.no_grad():
+        run_without_fxopt(workdir, artifact, inputs, model(*inputs))
+
+
+def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
+    from fxopt.models import load_model
+
+    artifact, report_path = workdir / "bert.pt", workdir / "bert.json"
+    options = ["--mode", "export", "--batch", "3", "--seq", "10", "--verify"]
+    passes = "MergeLinears,FuseBiasInLinear,DeepCopy"
+    result = fxopt(
+        "optimize", workdir / "tiny_bert.json", *options, "--passes", passes, "--json", report_path,
+        "--save", artifact,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["trace"]["mode"] == "export"
+    assert report["inputs"]["input_ids"] == "3x10 int64"
+    assert [p["name"] for p in report["passes"]] == passes.split(",")
+    assert report["passes"][0]["changed"], "q, k and v read one input: MergeLinears must fire"
+    assert {row["name"] for row in report["verify"]["rows"]} == {"last_hidden_state", "pooler_output"}
+    assert report["verify"]["ok"]
+
+    # The artifact takes other sizes than the traced ones (dynamic batch and sequence).
+    model = load_model(str(workdir / "tiny_bert.json")).model
+    inputs = (torch.randint(0, 100, (2, 7)), torch.ones(2, 7, dtype=torch.long))
+    with torch.no_grad():
+        run_without_fxopt(workdir, artifact, inputs, dict(model(*inputs)))
+
+
+def test_optimize_minilm_with_real_weights() -> None:
+    result = fxopt("optimize", "minilm", "--verify", "--batch", "2", "--seq", "8")
+    assert result.returncode == 0, result.stderr
+    assert "all-MiniLM-L6-v2" in result.stdout and "fxopt.verify: ok" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragments"),
+    [
+        (["optimize", "no-such-model"], ["unknown model 'no-such-model'", "minilm"]),
+        (["optimize", "{dir}/tiny_bert.json", "--passes", "NoSuchPass"], ["unknown pass 'NoSuchPass'"]),
+        (["optimize", "{dir}/tiny_bert.json", "--preset", "fastest"], ["unknown preset 'fastest'"]),
+        (["optimize", "{dir}/tiny_bert.json", "--passes", "DeepCopy(bad=1)"], ["DeepCopy(bad=1)"]),
+        (
+            ["optimize", "{dir}/factories.py:untraceable"],
+            ["could not trace Untraceable", "symbolic", "export"],
+        ),
+        (["optimize", "{dir}/tiny_bert.json", "--seq", "100"], ["--seq 100", "64 positions"]),
+        (["optimize", "{dir}/factories.py:wrong_shapes"], ["cannot run on inputs", "2x5x3"]),
+        (["optimize", "{dir}/factories.py:no_inputs"], ["must return (module, example_inputs)"]),
+        (["optimize", "{dir}/factories.py"], ["factories.py:FUNCTION"]),
+        (["frobnicate"], ["invalid choice"]),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(
+    workdir: Path, arguments: list[str], fragments: list[str]
+) -> None:
+    assert_one_line_error(fxopt(*(a.format(dir=workdir) for a in arguments)), *fragments)
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = fxopt("optimize", "no-such-model", "--debug")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "ModelError" in result.stderr
