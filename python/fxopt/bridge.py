@@ -126,8 +126,9 @@ class Bridge:
                 if isinstance(value, torch.Tensor):
                     self.session.add_attribute(node.target, self.tensors.register(value))
         taken: list[str] = list(modules)
-        taken += [name for name, _ in self.gm.named_parameters(remove_duplicate=False)]
-        taken += [name for name, _ in self.gm.named_buffers(remove_duplicate=False)]
+        for path, module in modules.items():
+            prefix = f"{path}." if path else ""
+            taken += [prefix + name for name in (*module._parameters, *module._buffers)]
         self.session.add_taken_paths(taken)
 
     def _import_module(self, path: str, module: torch.nn.Module) -> None:
@@ -256,8 +257,10 @@ class _Replay:
 
     def _set_module(self, path: str, like: str, type_: str, attributes: dict, tensors: dict) -> None:
         module = _copy_module(self.gm.get_submodule(like), type_)
+        # Plain values only (the core has no others): straight into the instance dict, as
+        # nn.Module.__setattr__ would put them, without its checks of every table.
         for name, value in attributes.items():
-            setattr(module, name, tuple(value) if isinstance(value, list) else value)
+            module.__dict__[name] = tuple(value) if isinstance(value, list) else value
         for name, info in tensors.items():
             _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
         self._edit_slot(path, lambda parent, name: setattr(parent, name, module))
