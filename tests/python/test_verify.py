@@ -131,7 +131,8 @@ def test_mixed_dtypes_use_the_looser_tolerance() -> None:
     )
     output = row(report, "output")
     assert output.dtype == "float32 vs float16"
-    assert (output.rtol, output.atol) == default_tolerance(torch.float16)
+    rtol, atol = default_tolerance(torch.float16)
+    assert (output.rtol, output.atol) == (rtol, atol * 2.0)  # atol scales with the largest value
     assert report.ok
 
 
@@ -209,3 +210,18 @@ def test_rich_table_has_a_row_per_output(tiny_bert: transformers.BertModel) -> N
     assert isinstance(table, rich.table.Table)
     assert table.row_count == 2
     assert [c.header for c in table.columns][:2] == ["output", "shape"]
+
+
+def test_default_atol_scales_with_the_output_magnitude() -> None:
+    # Large logits with a reordering-sized error near zero: 5e-5 absolute, 5e-7 of the range.
+    reference = torch.tensor([90.0, -40.0, 0.0])
+    error = torch.tensor([0.0, 0.0, 5e-5])
+    report = fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + error), reference)
+    output = row(report, "output")
+    assert output.atol == pytest.approx(1e-5 * 90.0)
+    assert report.ok, str(report)
+    # the same error on outputs of magnitude 1 fails, and an explicit atol is used as given
+    assert not fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + error),
+                            torch.tensor([1.0, -0.5, 0.0])).ok
+    assert not fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + error), reference,
+                            atol=1e-5).ok
