@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ctest --test-dir build/python --output-on-failure
+(cd python && python3 -m mypy -p fxopt --ignore-missing-imports --follow-imports=silent)
 HF_HUB_OFFLINE=1 python3 -m pytest tests/python -q "$@"

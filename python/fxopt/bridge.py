@@ -317,7 +317,9 @@ def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
 
 def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
     """Undo for any edit of `module.name`: puts back whichever table held it."""
-    tables = (module._parameters, module._buffers, module._modules, module.__dict__)
+    tables: tuple[dict[str, Any], ...] = (
+        module._parameters, module._buffers, module._modules, module.__dict__
+    )
     saved = [(table, name in table, table.get(name)) for table in tables]
 
     def restore() -> None:

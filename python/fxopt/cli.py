@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fxopt", description="A torch.fx graph optimizer with a C++ engine.")
     parser.add_argument("--debug", action="store_true", help=debug_help)
     # Accepted after the command too; SUPPRESS keeps a subcommand from resetting `fxopt --debug`.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     commands = parser.add_subparsers(title="commands", required=True, parser_class=_Parser)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import torch
 from torch import nn
@@ -81,7 +81,7 @@ def default_input_names(model: nn.Module) -> list[str]:
     them. Everything else (token_type_ids, position_ids, ...) keeps its default.
     """
     accepted = set(forward_parameter_names(model))
-    main: str = model.main_input_name
+    main = str(model.main_input_name)
     names = [main]
     if main == "input_ids" and "attention_mask" in accepted:
         names.append("attention_mask")
@@ -107,7 +107,8 @@ def build_dummy_inputs(model: nn.Module, input_names: Sequence[str]) -> dict[str
                 f"fxopt cannot invent a value for input {name!r} of {type(model).__name__}; "
                 f"pass example_inputs (known names: {', '.join(sorted(_BUILDERS))})"
             )
-        inputs[name] = builder(config, generator, model.dtype).to(model.device)
+        dtype, device = cast(torch.dtype, model.dtype), cast(torch.device, model.device)
+        inputs[name] = builder(config, generator, dtype).to(device)
     return inputs
 
 

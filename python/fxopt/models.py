@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import typing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -252,7 +253,7 @@ def make_inputs(loaded: LoadedModel, batch: int, seq: int) -> Inputs:
 def _token_input(
     model: nn.Module, name: str, batch: int, seq: int, generator: torch.Generator
 ) -> torch.Tensor:
-    config = model.config
+    config: Any = model.config
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if isinstance(limit, int) and seq > limit:
         raise ModelError(f"--seq {seq} is longer than {type(model).__name__} accepts ({limit} positions)")
@@ -269,7 +270,8 @@ def _pixel_values(model: nn.Module, batch: int, generator: torch.Generator) -> t
     size = getattr(config, "image_size", None) or 224
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     channels = getattr(config, "num_channels", None) or 3
-    return torch.randn(batch, channels, height, width, generator=generator).to(model.dtype)
+    dtype = typing.cast(torch.dtype, model.dtype)
+    return torch.randn(batch, channels, height, width, generator=generator).to(dtype)
 
 
 def cast(loaded: LoadedModel, inputs: Inputs, dtype: torch.dtype) -> Inputs:

@@ -83,8 +83,8 @@ def _target_label(node: Node, modules: dict[str, torch.nn.Module]) -> str:
     if isinstance(node.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return str(node.target)
     name = getattr(node.target, "__name__", str(node.target))
-    module = getattr(node.target, "__module__", None) or ""
-    return f"{module.removeprefix('_')}.{name}" if module else name
+    namespace: str = getattr(node.target, "__module__", None) or ""
+    return f"{namespace.removeprefix('_')}.{name}" if namespace else name
 
 
 def stats_table(before: GraphStats, after: GraphStats) -> Table:

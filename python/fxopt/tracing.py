@@ -375,7 +375,7 @@ def _accept_positional_or_keyword(graph_module: GraphModule) -> None:
     pre-hook is what checks sizes).
     """
     if hasattr(graph_module, "_guards_fn"):
-        graph_module.validate_inputs = False  # attribute of torch's _StatefulGraphModule
+        setattr(graph_module, "validate_inputs", False)  # torch's _StatefulGraphModule reads it
 
 
 def _export_inputs(
