@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every test: the C++ suite (ctest) and the Python suite (pytest).
+# Sets everything up, then runs every check: the C++ suite (ctest), mypy over python/fxopt and
+# the Python suite (pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
