@@ -162,23 +162,53 @@ nb::object Session::to_py(const Args& args) const {
   return nb::tuple(items);
 }
 
+namespace {
+
+// Attribute names looked up on every fx node, interned once. Deliberately never released: they
+// must outlive every session, and static nb::str objects would be destroyed after Python is.
+struct NodeKeys {
+  nb::handle op, target, name, args, kwargs, meta, marks, reversal;
+};
+
+const NodeKeys& node_keys() {
+  static const NodeKeys keys = {PyUnicode_InternFromString("op"),
+                                PyUnicode_InternFromString("target"),
+                                PyUnicode_InternFromString("name"),
+                                PyUnicode_InternFromString("args"),
+                                PyUnicode_InternFromString("kwargs"),
+                                PyUnicode_InternFromString("meta"),
+                                PyUnicode_InternFromString("fxopt_transformations"),
+                                PyUnicode_InternFromString("fxopt_reversal")};
+  return keys;
+}
+
+nb::object get(nb::handle object, nb::handle key) {
+  PyObject* value = PyObject_GetAttr(object.ptr(), key.ptr());
+  if (!value) throw nb::python_error();
+  return nb::steal(value);
+}
+
+}  // namespace
+
 void Session::import_graph(nb::handle nodes) {
-  static const nb::str kMarks("fxopt_transformations"), kReversal("fxopt_reversal");
+  const NodeKeys& keys = node_keys();
   int64_t origin = 0;
   for (nb::handle py : nodes) {
-    std::string op = nb::cast<std::string>(py.attr("op"));
+    std::string op = nb::cast<std::string>(get(py, keys.op));
     std::optional<NodeKind> kind = parse_kind(op);
     if (!kind) throw std::invalid_argument("node kind '" + op + "' is not a torch.fx kind");
-    Symbol target = target_symbol(*kind, py.attr("target"));
+    Symbol target = target_symbol(*kind, get(py, keys.target));
     Args args;
-    for (nb::handle a : py.attr("args")) args.push_back(to_arg(a));
-    Arg kwargs = to_arg(py.attr("kwargs"));
-    Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(py.attr("name")),
+    for (nb::handle a : get(py, keys.args)) args.push_back(to_arg(a));
+    Arg kwargs = to_arg(get(py, keys.kwargs));
+    Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(get(py, keys.name)),
                                        std::move(args), kwargs.as<Dict>(), origin++);
-    nb::dict meta = nb::borrow<nb::dict>(py.attr("meta"));
-    for (const nb::str& key : {kMarks, kReversal})
-      if (meta.contains(key))
-        program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(meta[key]));
+    nb::object meta = get(py, keys.meta);
+    for (nb::handle key : {keys.marks, keys.reversal})
+      if (PyObject* value = PyDict_GetItemWithError(meta.ptr(), key.ptr()))
+        program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(value));
+      else if (PyErr_Occurred())
+        throw nb::python_error();
     imported_.emplace(py.ptr(), node);
     py_nodes_.emplace(node->id(), nb::borrow(py));
   }
