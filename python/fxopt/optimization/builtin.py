@@ -26,7 +26,6 @@ class BuiltinTransformation(ReversibleTransformation):
     """
 
     core_pass: str
-    reversible: bool = True
     _report: PassReport | None = None
 
     @property
@@ -41,8 +40,6 @@ class BuiltinTransformation(ReversibleTransformation):
         return graph_module
 
     def reverse(self, graph_module: GraphModule) -> GraphModule:
-        if not self.reversible:
-            raise TypeError(f"{type(self).__name__} is not reversible")
         run_builtin([(self, True)], graph_module)
         return graph_module
 

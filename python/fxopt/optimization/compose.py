@@ -51,10 +51,7 @@ class ComposeTransformation(ReversibleTransformation):
 
     @property
     def reversible(self) -> bool:
-        return all(
-            isinstance(t, ReversibleTransformation) and getattr(t, "reversible", True)
-            for t in self.transformations
-        )
+        return all(isinstance(t, ReversibleTransformation) for t in self.transformations)
 
     def transform(self, graph_module: GraphModule) -> GraphModule:
         if not self.inplace:
