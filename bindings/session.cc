@@ -1,5 +1,6 @@
 #include "bindings/session.h"
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -232,11 +233,14 @@ void Session::add_taken_paths(nb::handle paths) {
   for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
 }
 
-void Session::set_ranks(const std::vector<int>& ranks) {
+void Session::set_values(nb::handle values) {
+  std::vector<nb::handle> by_origin;
+  for (nb::handle v : values) by_origin.push_back(v);
   for (Node* node : program_.graph) {
     int64_t origin = node->origin();
-    if (origin >= 0 && size_t(origin) < ranks.size() && ranks[origin] >= 0)
-      program_.graph.set_rank(node, ranks[origin]);
+    if (origin < 0 || size_t(origin) >= by_origin.size() || by_origin[origin].is_none()) continue;
+    auto [dtype, shape] = nb::cast<std::pair<std::string, std::vector<int64_t>>>(by_origin[origin]);
+    program_.graph.set_value_info(node, std::move(dtype), std::move(shape));
   }
 }
 

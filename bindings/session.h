@@ -32,7 +32,8 @@ class Session {
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
   // The rank of each imported node's value, by import position; -1 where fx does not know it.
-  void set_ranks(const std::vector<int>& ranks);
+  // Per imported node (by position), (dtype name, sizes with -1 for symbolic ones) or None.
+  void set_values(nb::handle values);
 
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
                  bool reverse, nb::object tensor_ops);

@@ -122,6 +122,12 @@ void Graph::erase_meta(Node* node, std::string_view key) { node->meta_.erase(key
 
 void Graph::set_rank(Node* node, int rank) { node->rank_ = rank; }
 
+void Graph::set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape) {
+  node->rank_ = static_cast<int>(shape.size());
+  node->dtype_ = std::move(dtype);
+  node->shape_ = std::move(shape);
+}
+
 std::vector<Node*> Graph::replace_all_uses(Node* old_node, Node* replacement, Node* except) {
   std::vector<Node*> changed;
   std::vector<Node*> kept;

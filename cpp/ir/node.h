@@ -44,6 +44,10 @@ class Node {
   // Number of dimensions of the node's tensor value, when fx recorded its shape
   // (node.meta["val"] or ["tensor_meta"]); unknown for nodes the core created.
   std::optional<int> rank() const { return rank_ < 0 ? std::nullopt : std::optional<int>(rank_); }
+  // The dtype of the node's tensor value ("float32", "int64", "bool", ...) and its sizes (-1 for
+  // a symbolic size), when fx recorded them; empty otherwise (no tensor value, or unknown).
+  const std::string& dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
   // Unique and never reused within a graph; the edit log refers to nodes by id.
   uint64_t id() const { return id_; }
   Node* prev() const { return prev_; }
@@ -69,6 +73,8 @@ class Node {
   Dict meta_;
   int64_t origin_ = -1;
   int rank_ = -1;
+  std::string dtype_;
+  std::vector<int64_t> shape_;
   uint64_t id_ = 0;
   uint64_t position_ = 0;  // strictly increasing along the list; gaps leave room for inserts
   Node* prev_ = nullptr;

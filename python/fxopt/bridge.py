@@ -22,7 +22,7 @@ import torch.fx
 from torch.fx.node import _get_qualified_name
 
 from . import _core
-from .tensor_ops import TorchTensorOps
+from .tensor_ops import TorchTensorOps, dtype_name
 
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
 MODULE_ATTRIBUTES = (
@@ -109,7 +109,7 @@ class Bridge:
         self.session = _core.Session(torch.fx.Node, qualname, resolve_target)
         self.fx_nodes = list(gm.graph.nodes)
         self.session.import_graph(self.fx_nodes)
-        self.session.set_ranks([_output_rank(node) for node in self.fx_nodes])
+        self.session.set_values([_value_info(node) for node in self.fx_nodes])
         self._import_modules_and_attributes()
 
     def _import_modules_and_attributes(self) -> None:
@@ -179,14 +179,17 @@ class Bridge:
         return graph
 
 
-def _output_rank(node: torch.fx.Node) -> int:
-    """The number of dimensions of the node's value where fx recorded it (export's fake tensor
-    in ``meta["val"]``, ShapeProp's ``meta["tensor_meta"]``), else -1."""
+def _value_info(node: torch.fx.Node) -> tuple[str, list[int]] | None:
+    """The dtype name and sizes (-1 for a symbolic size) of the node's tensor value where fx
+    recorded them (export's fake tensor in ``meta["val"]``, ShapeProp's ``meta["tensor_meta"]``),
+    else None."""
     value = node.meta.get("val")
-    if isinstance(value, torch.Tensor):
-        return value.dim()
-    shape = getattr(node.meta.get("tensor_meta"), "shape", None)
-    return len(shape) if isinstance(shape, torch.Size) else -1
+    if not isinstance(value, torch.Tensor):
+        value = node.meta.get("tensor_meta")
+        if not isinstance(getattr(value, "shape", None), torch.Size):
+            return None
+    assert value is not None
+    return dtype_name(value.dtype), [size if isinstance(size, int) else -1 for size in value.shape]
 
 
 def _lookup(root: torch.nn.Module, path: str) -> Any:

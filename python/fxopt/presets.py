@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from . import _core
+from . import _core, hardware
 from . import optimization as optimization_module
-from .optimization import BuiltinTransformation, ComposeTransformation, Transformation
+from .optimization import BuiltinTransformation, ComposeTransformation, Transformation, compose
 
 BUILTIN_DIALECTS = "module, aten"
 """Built-in passes match operations through the engine's op views, which recognise both the
@@ -125,11 +125,27 @@ def _first_line(doc: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class Accuracy:
+    """The drift a preset declares against the float32 model, which `--verify` enforces.
+
+    Every floating-point output must have a cosine similarity of at least `min_cosine` with the
+    reference and stay within `rtol` / `atol` (None: fxopt.verify's dtype-aware defaults).
+    """
+
+    min_cosine: float
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     description: str
     passes: Callable[[], list[str]]
-    """The pass specifications, computed on use so presets follow the registry as it grows."""
+    """The pass specifications, computed on use: presets follow the registry as it grows and
+    pick kernels by what this machine supports (fxopt.hardware)."""
+    accuracy: Accuracy | None = None
+    """None for presets that preserve the computation (fxopt.verify's float32 tolerances)."""
 
 
 def _preserving_builtins() -> list[str]:
@@ -147,15 +163,33 @@ def _preserving_builtins() -> list[str]:
     ]
 
 
+def _default() -> list[str]:
+    return ["ChangeTrueDivToMulByInverse", "FuseBatchNormInConv", "FuseBatchNorm1dInLinear"]
+
+
+def _fast() -> list[str]:
+    passes = _default()
+    if hardware.fast_bfloat16_cpu():
+        passes.append("ChangePrecision(dtype=bfloat16)")
+    return passes
+
+
 PRESETS: dict[str, Preset] = {
-    # Measured with `bench/latency.py --per-pass` (docs/benchmarks.md): folding batch norms
-    # speeds up ResNet-50 (3%) and MobileNetV2 (10%) and only removes work elsewhere; true-div
-    # removes a division where it fires. MergeLinears (-0.6% to +1% on BERT / MiniLM, noise)
-    # and FuseBiasInLinear (-1% to -4% on both) did not pay off on CPU and stay opt-in.
+    # Measured with `bench/latency.py` (docs/benchmarks.md): folding batch norms speeds up
+    # ResNet-50 (3%) and MobileNetV2 (10%) and only removes work elsewhere; true-div removes a
+    # division where it fires. MergeLinears (-0.6% to +1% on BERT / MiniLM, noise) and
+    # FuseBiasInLinear (-1% to -4% on both) did not pay off on CPU and stay opt-in.
     "default": Preset(
         "default",
-        "preserving passes measured not to slow any bundled model down",
-        lambda: ["ChangeTrueDivToMulByInverse", "FuseBatchNormInConv", "FuseBatchNorm1dInLinear"],
+        "computation-preserving passes measured never to slow a bundled model down",
+        _default,
+    ),
+    "fast": Preset(
+        "fast",
+        "default, then bfloat16 where this CPU computes it natively: the fastest combination "
+        "measured within cosine 0.999 of float32 on every bundled model",
+        _fast,
+        Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
     ),
     "all-preserving": Preset(
         "all-preserving",
@@ -164,19 +198,33 @@ PRESETS: dict[str, Preset] = {
     ),
     "aggressive": Preset(
         "aggressive",
-        "all-preserving, then tanh-approximate GELU and bfloat16 Linear / conv / matmul: changes "
-        "outputs (verify with --rtol / --atol)",
+        "all-preserving, then tanh-approximate GELU and bfloat16: larger drift than fast "
+        "(verify with --rtol / --atol)",
         lambda: [*_preserving_builtins(), "GeluToTanhApproximation", "ChangePrecision(dtype=bfloat16)"],
+        Accuracy(min_cosine=0.99),
     ),
 }
 
 
-def preset_passes(name: str) -> list[str]:
-    """The pass specifications of preset `name`."""
-    preset = PRESETS.get(name)
-    if preset is None:
+def get_preset(name: str) -> Preset:
+    found = PRESETS.get(name)
+    if found is None:
         raise PassSpecError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
-    return preset.passes()
+    return found
+
+
+def preset_passes(name: str) -> list[str]:
+    """The pass specifications of preset `name` on this machine."""
+    return get_preset(name).passes()
+
+
+def preset(name: str, *, inplace: bool = False) -> Transformation:
+    """Preset `name` as one transformation (a `compose` of its passes on this machine).
+
+    With ``inplace=False`` (the default) applying it returns a new GraphModule and leaves the
+    input as it was; the result can be reversed with ``reverse=True``.
+    """
+    return compose(*build_all(preset_passes(name)), inplace=inplace)
 
 
 def split_specs(text: str) -> list[str]:
