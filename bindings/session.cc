@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <stdexcept>
@@ -117,8 +118,26 @@ Arg Session::to_arg(nb::handle value) {
       throw std::invalid_argument("unsupported container holding graph nodes: " +
                                   nb::cast<std::string>(nb::repr(value)));
   }
+  // One id per distinct value: the same object, or an equal torch.device / dtype / layout /
+  // memory_format (immutable values torch.export spells as a new object per node), so passes
+  // that compare arguments (EliminateCommonSubexpressions) see equal values as equal.
+  if (auto it = opaque_by_object_.find(o); it != opaque_by_object_.end())
+    return Opaque{it->second};
+  std::string_view type = Py_TYPE(o)->tp_name;
+  bool by_value = type == "torch.device" || type == "torch.dtype" || type == "torch.layout" ||
+                  type == "torch.memory_format";
+  if (by_value) {
+    if (PyObject* id = PyDict_GetItemWithError(opaque_by_value_.ptr(), o))
+      return Opaque{nb::cast<uint64_t>(nb::handle(id))};
+    if (PyErr_Occurred()) throw nb::python_error();
+  }
   opaques_.push_back(nb::borrow(value));
-  return Opaque{opaques_.size()};
+  Opaque opaque{opaques_.size()};
+  opaque_by_object_.emplace(o, opaque.id);
+  if (by_value) opaque_by_value_[value] = opaque.id;
+  if (std::string_view(Py_TYPE(o)->tp_name) == "torch.dtype")
+    program_.dtype_opaques[opaque.id] = nb::cast<std::string>(nb::str(value)).substr(6);
+  return opaque;
 }
 
 nb::object Session::to_py(const Arg& arg) const {
@@ -239,8 +258,9 @@ void Session::set_values(nb::handle values) {
   for (Node* node : program_.graph) {
     int64_t origin = node->origin();
     if (origin < 0 || size_t(origin) >= by_origin.size() || by_origin[origin].is_none()) continue;
-    auto [dtype, shape] = nb::cast<std::pair<std::string, std::vector<int64_t>>>(by_origin[origin]);
-    program_.graph.set_value_info(node, std::move(dtype), std::move(shape));
+    auto [dtype, shape, device] =
+        nb::cast<std::tuple<std::string, std::vector<int64_t>, std::string>>(by_origin[origin]);
+    program_.graph.set_value_info(node, std::move(dtype), std::move(shape), std::move(device));
   }
 }
 

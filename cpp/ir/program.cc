@@ -24,4 +24,10 @@ std::string Program::unique_path(const std::string& base) {
   return candidate;
 }
 
+std::string_view Program::dtype_of(const Arg& value) const {
+  if (!value.is<Opaque>()) return {};
+  auto it = dtype_opaques.find(value.as<Opaque>().id);
+  return it == dtype_opaques.end() ? std::string_view() : std::string_view(it->second);
+}
+
 }  // namespace fxopt

@@ -47,6 +47,12 @@ struct Program {
   // Every attribute path of the root module (submodules, parameters, buffers), so new names
   // never collide with existing ones.
   std::set<std::string> taken_paths;
+  // The dtype name ("float32", ...) of every opaque argument value that is a torch.dtype, by
+  // opaque id: the one kind of opaque value passes need to read (casts, explicit dtypes).
+  std::map<uint64_t, std::string> dtype_opaques;
+
+  // The dtype an argument names, if it is a torch.dtype; empty otherwise.
+  std::string_view dtype_of(const Arg& value) const;
 
   const ModuleInfo* module(Symbol path) const;
   const TensorInfo* attribute(Symbol path) const;

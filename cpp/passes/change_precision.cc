@@ -2,8 +2,11 @@
 
 #include <stdexcept>
 
+#include <unordered_map>
+
 #include "ops/cast.h"
 #include "ops/conv.h"
+#include "ops/dtype_flow.h"
 #include "ops/input_slot.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
@@ -48,10 +51,329 @@ void set_operand(Rewriter& rewriter, Node* node, const Operand& operand, Node* v
   rewriter.set_inputs(node, std::move(args), std::move(kwargs));
 }
 
+const Symbol kOutput = Symbol::intern("output");
+// Higher-order ops (torch.export's wrap_with_set_grad_enabled, cond, ...) call nested graphs that
+// this pass does not lower; what they read stays as it is.
+constexpr std::string_view kHigherOrderPrefix = "torch.ops.higher_order.";
+const Symbol kAssertMetadata = Symbol::intern("aten._assert_tensor_metadata.default");
+constexpr std::string_view kLowered = "lowered";  // record key of graph mode; value: what changed
+
+// Graph mode needs the dtype of every graph input (torch.export, Dynamo and ShapeProp record
+// them); the dtypes of nodes earlier passes created follow from their inputs.
+bool graph_has_dtypes(const Graph& graph) {
+  for (Node* node = graph.first(); node && node->kind() == NodeKind::Placeholder;
+       node = node->next())
+    if (node->dtype().empty()) return false;
+  return true;
+}
+
+// How a value's dtype relates to the lowering: not a floating tensor, lowered, kept in its full
+// precision (an explicit float32 island, a constant the graph creates, a promotion), or unknown.
+enum class Precision : uint8_t { NotFloat, Low, Full, Unknown };
+
+// Lowers the whole graph: stored float32/float64 tensors are converted once, float inputs are
+// cast on entry and float outputs cast back; every op in between follows its operands, so the
+// only casts left inside are where an op needs one dtype and receives a full-precision value.
+class GraphLowering {
+ public:
+  GraphLowering(PassContext& ctx, std::string_view low, const Arg& low_object,
+                const Dict& full_objects, bool aten)
+      : ctx_(ctx),
+        rewriter_(ctx.rewriter),
+        program_(rewriter_.program()),
+        low_(low),
+        low_object_(low_object),
+        full_objects_(full_objects),
+        aten_(aten) {}
+
+  void run(Node* output) {
+    std::vector<Node*> nodes;
+    for (Node* node : program_.graph) nodes.push_back(node);
+    for (Node* node : nodes) {
+      if (node == output) break;
+      state_[node] = visit(node);
+    }
+    cast_outputs_back(output);
+  }
+
+ private:
+  Precision visit(Node* node) {
+    switch (node->kind()) {
+      case NodeKind::Placeholder:
+        return lower_input(node);
+      case NodeKind::GetAttr:
+        return lower_attribute(node);
+      case NodeKind::CallModule:
+        lower_module(node);
+        return follow(node);
+      default:
+        if (node->is(NodeKind::CallFunction, kAssertMetadata)) lower_assertion(node);
+        return follow(node);
+    }
+  }
+
+  // torch.export's check of an input's metadata must expect the lowered dtype.
+  void lower_assertion(Node* node) {
+    const Arg* value = node->input(0, "a");
+    if (value && value->node() && state_.at(value->node()) == Precision::Low) retype(node);
+  }
+
+  // Makes the op name the lowered dtype wherever it named the full one (top-level arguments).
+  void retype(Node* node) {
+    Args args = node->args();
+    Kwargs kwargs = node->kwargs();
+    Tuple originals;
+    auto swap = [&](Arg& value, Arg where) {
+      if (!is_full_float(program_.dtype_of(value))) return;
+      originals.items.push_back(Tuple{{std::move(where), value}});
+      value = low_object_;
+    };
+    for (size_t i = 0; i < args.size(); ++i) swap(args[i], Arg(int64_t(i)));
+    for (auto& [key, value] : kwargs.items) swap(value, Arg(key));
+    if (originals.items.empty()) return;
+    rewriter_.set_inputs(node, std::move(args), std::move(kwargs));
+    changed(node, Tuple{{Arg("dtypes"), Arg(std::move(originals))}});
+  }
+
+  Precision of_dtype(std::string_view dtype) const {
+    if (dtype.empty()) return Precision::Unknown;
+    if (dtype == low_) return Precision::Low;
+    return is_float(dtype) ? Precision::Full : Precision::NotFloat;
+  }
+
+  Precision lower_input(Node* node) {
+    if (!is_full_float(node->dtype()) || node->users().empty()) return of_dtype(node->dtype());
+    full_dtype(node->dtype(), *node);
+    Node* anchor = node;
+    while (anchor->kind() == NodeKind::Placeholder) anchor = anchor->next();
+    Node* cast = insert_cast(rewriter_, anchor, node, low_object_, aten_);
+    rewriter_.replace_all_uses(node, cast, /*except=*/cast);
+    state_[cast] = Precision::Low;
+    changed(cast, "cast");
+    return Precision::Full;
+  }
+
+  Precision lower_attribute(Node* node) {
+    const TensorInfo* tensor = program_.attribute(node->target());
+    if (!tensor) return Precision::NotFloat;
+    if (!is_full_float(tensor->dtype)) return of_dtype(tensor->dtype);
+    for (Node* user : node->users())
+      if (user->target().str().starts_with(kHigherOrderPrefix)) {
+        ctx_.skip(*node,
+                  "read inside a nested graph (" + user->name() + "), which keeps its own dtypes");
+        return Precision::Full;
+      }
+    full_dtype(tensor->dtype, *node);
+    const std::string& path = node->target().str();
+    auto [it, fresh] = attributes_.try_emplace(path);
+    if (fresh) {
+      it->second = rewriter_.unique_path(path + "_" + low_);
+      rewriter_.set_attribute(it->second, stored_like(ctx_.tensors.cast(*tensor, low_), *tensor));
+    }
+    rewriter_.set_target(node, NodeKind::GetAttr, Symbol::intern(it->second));
+    changed(node, Tuple{{Arg("attribute"), Arg(path)}});
+    return Precision::Low;
+  }
+
+  void lower_module(Node* node) {
+    const std::string& path = node->target().str();
+    const ModuleInfo* module = program_.module(node->target());
+    if (!module) return;
+    std::map<std::string, TensorInfo> lowered;
+    for (const auto& [name, tensor] : module->tensors)
+      if (tensor.present() && is_full_float(tensor.dtype)) {
+        full_dtype(tensor.dtype, *node);
+        lowered[name] = stored_like(ctx_.tensors.cast(tensor, low_), tensor);
+      }
+    if (lowered.empty()) return;
+    auto [it, fresh] = modules_.try_emplace(path);
+    if (fresh) {
+      ModuleInfo copy = *module;
+      for (auto& [name, tensor] : lowered) copy.tensors[name] = std::move(tensor);
+      it->second = rewriter_.unique_path(path + "_" + low_);
+      rewriter_.set_module(it->second, path, std::move(copy));
+    }
+    rewriter_.set_target(node, NodeKind::CallModule, Symbol::intern(it->second));
+    changed(node, Tuple{{Arg("module"), Arg(path)}});
+  }
+
+  // The precision of an op's result from its operands, casting full-precision operands of ops
+  // that need one dtype.
+  Precision follow(Node* node) {
+    if (!node->dtype().empty() && !is_float(node->dtype())) return Precision::NotFloat;
+    if (std::string_view named = explicit_result_dtype(program_, *node); !named.empty()) {
+      if (!kept_dtype(*node, named)) return of_dtype(named);
+      if (is_full_float(named) && all_float_operands_low(*node)) {
+        retype(node);
+        return Precision::Low;
+      }
+    }
+    bool low = false, full = false;
+    std::vector<Node*> full_operands;
+    auto see = [&](Node* input) {
+      Precision p = state_.at(input);
+      low |= p == Precision::Low;
+      if (p == Precision::Full) {
+        full = true;
+        full_operands.push_back(input);
+      }
+    };
+    for (const Arg& arg : node->args()) arg.for_each_node(see);
+    for (const auto& [key, value] : node->kwargs().items) value.for_each_node(see);
+    if (low && full && needs_matching_float_operands(program_, *node)) {
+      cast_operands(node, full_operands);
+      return Precision::Low;
+    }
+    if (full) return Precision::Full;
+    if (low) return Precision::Low;
+    // No floating operand: a float result is a constant the graph creates (kept as it is).
+    return node->dtype().empty() ? Precision::Unknown : Precision::Full;
+  }
+
+  // True if the op named the dtype its floating operands already had when the graph was
+  // traced: a model casting to "its" dtype (RMSNorm's x.to(input_dtype), softmax(...,
+  // dtype=x.dtype)) traced as float32, which in a lowered graph means the lowered dtype.
+  bool kept_dtype(const Node& node, std::string_view named) const {
+    bool any = false, all = true;
+    auto see = [&](Node* input) {
+      if (!is_float(input->dtype())) return;
+      any = true;
+      all &= input->dtype() == named;
+    };
+    for (const Arg& arg : node.args()) arg.for_each_node(see);
+    for (const auto& [key, value] : node.kwargs().items) value.for_each_node(see);
+    return any && all;
+  }
+
+  bool all_float_operands_low(const Node& node) const {
+    bool all = true;
+    auto see = [&](Node* input) {
+      Precision p = state_.at(input);
+      all &= p != Precision::Full && p != Precision::Unknown;
+    };
+    for (const Arg& arg : node.args()) arg.for_each_node(see);
+    for (const auto& [key, value] : node.kwargs().items) value.for_each_node(see);
+    return all;
+  }
+
+  void cast_operands(Node* node, const std::vector<Node*>& operands) {
+    std::unordered_map<Node*, Node*> casts;
+    for (Node* operand : operands) {
+      auto [it, fresh] = low_casts_.try_emplace(operand);
+      if (fresh) {
+        it->second = insert_cast(rewriter_, node, operand, low_object_, aten_);
+        state_[it->second] = Precision::Low;
+        changed(it->second, "cast");
+      }
+      casts[operand] = it->second;
+    }
+    auto swap = [&](Node* n) {
+      auto it = casts.find(n);
+      return it == casts.end() ? n : it->second;
+    };
+    Args args;
+    for (const Arg& arg : node->args()) args.push_back(arg.map_nodes(swap));
+    Kwargs kwargs;
+    for (const auto& [key, value] : node->kwargs().items)
+      kwargs.items.emplace_back(key, value.map_nodes(swap));
+    rewriter_.set_inputs(node, std::move(args), std::move(kwargs));
+  }
+
+  void cast_outputs_back(Node* output) {
+    if (full_dtype_.empty()) return;  // nothing was lowered
+    const Arg* back_object = full_objects_.find(full_dtype_);
+    if (!back_object) throw PassError(*output, "no dtype object given for " + full_dtype_);
+    std::unordered_map<Node*, Node*> back;
+    auto swap = [&](Node* n) -> Node* {
+      Precision p = state_.at(n);
+      if (p != Precision::Low && p != Precision::Unknown) return n;
+      if (p == Precision::Unknown && !is_full_float(n->dtype())) return n;
+      auto [it, fresh] = back.try_emplace(n);
+      if (fresh) {
+        it->second = insert_cast(rewriter_, output, n, *back_object, aten_);
+        changed(it->second, "cast");
+      }
+      return it->second;
+    };
+    Args args;
+    for (const Arg& arg : output->args()) args.push_back(arg.map_nodes(swap));
+    if (!back.empty()) rewriter_.set_inputs(output, std::move(args), output->kwargs());
+  }
+
+  // One full precision per graph, so outputs go back to the dtype the graph computed in.
+  void full_dtype(std::string_view dtype, const Node& node) {
+    if (full_dtype_.empty()) full_dtype_ = dtype;
+    if (full_dtype_ != dtype)
+      throw PassError(node, "the graph mixes " + full_dtype_ + " and " + std::string(dtype) +
+                                "; lowering it would not know which dtype to give back");
+  }
+
+  void changed(Node* node, Arg what) {
+    set_reversal_record(rewriter_, node, ctx_.signature, Record().set(std::string(kLowered), what));
+    ctx_.changed(node);
+  }
+
+  PassContext& ctx_;
+  Rewriter& rewriter_;
+  const Program& program_;
+  std::string low_;
+  const Arg& low_object_;
+  const Dict& full_objects_;
+  bool aten_;
+  std::string full_dtype_;
+  std::unordered_map<Node*, Precision> state_;
+  std::unordered_map<Node*, Node*> low_casts_;
+  std::map<std::string, std::string> attributes_, modules_;  // original path -> lowered copy
+};
+
+// An ATen graph gets ATen casts; any other graph gets `.to()` method calls.
+bool is_aten_graph(const Graph& graph) {
+  for (Node* node : graph)
+    if (node->kind() == NodeKind::CallFunction) return is_aten_call(*node);
+  return false;
+}
+
+void restore_lowered(Rewriter& rewriter, Node* node, const Arg& what) {
+  if (what.is<std::string>()) {  // a cast the lowering inserted
+    Node* source = cast_source(*node);
+    if (!source) throw PassError(*node, "is no longer the cast this transformation made");
+    rewriter.replace_and_erase(node, source);
+    return;
+  }
+  const std::vector<Arg>* entry = what.sequence();
+  if (!entry || entry->size() != 2 || !(*entry)[0].is<std::string>())
+    throw PassError(*node, "malformed precision record");
+  if ((*entry)[0].as<std::string>() == "dtypes") {
+    Args args = node->args();
+    Kwargs kwargs = node->kwargs();
+    for (const Arg& item : *(*entry)[1].sequence()) {
+      const std::vector<Arg>& where_what = *item.sequence();
+      if (std::optional<int64_t> index = where_what[0].integer())
+        args.at(size_t(*index)) = where_what[1];
+      else
+        kwargs.set(where_what[0].as<std::string>(), where_what[1]);
+    }
+    rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+    return;
+  }
+  if (!(*entry)[1].is<std::string>()) throw PassError(*node, "malformed precision record");
+  bool module = (*entry)[0].as<std::string>() == "module";
+  NodeKind kind = module ? NodeKind::CallModule : NodeKind::GetAttr;
+  Symbol lowered = node->target();
+  rewriter.set_target(node, kind, Symbol::intern((*entry)[1].as<std::string>()));
+  if (!rewriter.graph().find(kind, lowered).empty()) return;  // still read elsewhere
+  if (module)
+    rewriter.remove_module(lowered.str());
+  else
+    rewriter.remove_attribute(lowered.str());
+}
+
 }  // namespace
 
-ChangePrecision::ChangePrecision(std::string dtype, Arg dtype_object)
-    : dtype_(std::move(dtype)), dtype_object_(std::move(dtype_object)) {
+ChangePrecision::ChangePrecision(std::string dtype, Arg dtype_object, Dict full_dtype_objects)
+    : dtype_(std::move(dtype)),
+      dtype_object_(std::move(dtype_object)),
+      full_dtype_objects_(std::move(full_dtype_objects)) {
   if (dtype_ != "float16" && dtype_ != "bfloat16")
     throw std::invalid_argument("ChangePrecision takes float16 or bfloat16, not " + dtype_);
 }
@@ -60,10 +382,20 @@ std::vector<Trigger> ChangePrecision::triggers() const {
   std::vector<Trigger> triggers = linear_triggers();
   for (const auto& more : {conv_triggers(), matmul_triggers()})
     triggers.insert(triggers.end(), more.begin(), more.end());
+  triggers.push_back({NodeKind::Output, kOutput});
   return triggers;
 }
 
 void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
+  // With the graph's dtypes known, the output node (the last candidate) lowers the whole graph
+  // at once; without them, each op is lowered alone, between casts.
+  if (graph_has_dtypes(ctx.rewriter.graph())) {
+    if (node->kind() != NodeKind::Output) return;
+    return GraphLowering(ctx, dtype_, dtype_object_, full_dtype_objects_,
+                         is_aten_graph(ctx.rewriter.graph()))
+        .run(node);
+  }
+  if (node->kind() == NodeKind::Output) return;
   std::string why_not;
   std::optional<Work> work = find_work(ctx.rewriter.program(), node, &why_not);
   if (!work) return ctx.skip(*node, why_not);
@@ -98,6 +430,11 @@ void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
 
 void ChangePrecision::restore(PassContext& ctx, Node* node, const Record& record) const {
   Rewriter& rewriter = ctx.rewriter;
+  if (const Arg* lowered = record.get(kLowered)) {
+    restore_lowered(rewriter, node, *lowered);
+    if (!node->erased()) ctx.restored(node);
+    return;
+  }
   if (const Arg* params = record.get("params")) restore_params(rewriter, node, *params);
   const std::vector<Arg>* casts = record.at("casts").sequence();
   if (!casts) throw PassError(*node, "malformed precision record");

@@ -30,7 +30,7 @@ namespace fxopt {
 class ChangePrecision final : public Pass {
  public:
   // Throws std::invalid_argument unless dtype is float16 or bfloat16.
-  ChangePrecision(std::string dtype, Arg dtype_object);
+  ChangePrecision(std::string dtype, Arg dtype_object, Dict full_dtype_objects = {});
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
   void restore(PassContext& ctx, Node* node, const Record& record) const override;
@@ -38,6 +38,7 @@ class ChangePrecision final : public Pass {
  private:
   std::string dtype_;
   Arg dtype_object_;
+  Dict full_dtype_objects_;  // "float32" / "float64" -> the torch.dtype to cast outputs back to
 };
 
 }  // namespace fxopt

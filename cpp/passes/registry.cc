@@ -58,7 +58,10 @@ const std::vector<PassInfo>& all_passes() {
        [](const Dict& o) {
          const Arg* dtype_object = o.find("dtype_object");
          if (!dtype_object) throw std::invalid_argument("option 'dtype_object' is missing");
-         return std::make_unique<ChangePrecision>(string_option(o, "dtype"), *dtype_object);
+         const Arg* full = o.find("full_dtype_objects");
+         return std::make_unique<ChangePrecision>(
+             string_option(o, "dtype"), *dtype_object,
+             full && full->is<Dict>() ? full->as<Dict>() : Dict{});
        }},
   };
   return passes;

@@ -85,6 +85,47 @@ TEST_F(ChangePrecisionTest, AtenWeightsGetLowPrecisionAttributes) {
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
 }
 
+// With the dtypes of the graph known, the whole graph is lowered: one cast on entry, stored
+// tensors converted once, one cast back on exit; a float32 value the graph creates from ints
+// stays float32 and is cast down only where an op needs one dtype.
+TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
+  attribute("fc.weight", {4, 4});
+  Node* x = b.input("x");
+  Node* ids = b.input("ids");
+  Node* w = b.attr("fc_weight", "fc.weight");
+  Node* fc = b.call("linear", "aten.linear.default", {x, w});
+  Node* relu = b.call("relu", "aten.relu.default", {fc});
+  Node* mask = b.call("mask", "aten.to.dtype", {ids, Opaque{9}});  // float32 from int64
+  Node* mm = b.call("matmul", "aten.matmul.default", {relu, mask});
+  b.output(Tuple{{mm, ids}});
+  for (Node* n : {x, fc, relu, mask, mm}) program.graph.set_value_info(n, "float32", {4, 4});
+  program.graph.set_value_info(ids, "int64", {4, 4});
+  program.dtype_opaques[9] = "float32";
+  program.dtype_opaques[7] = "float16";
+  auto graph_before = structure();
+
+  Dict back;
+  back.set("float32", Opaque{9});
+  PassResult forward = run_pass(ChangePrecision("float16", Opaque{7}, back), program, edits, ops,
+                                kSig, /*reverse=*/false);
+  EXPECT_EQ(forward.changed, (std::vector<std::string>{"to", "fc_weight", "to_1", "to_2"}));
+  EXPECT_EQ(w->target().str(), "fc.weight_float16");
+  EXPECT_EQ(program.attributes.at("fc.weight_float16").dtype, "float16");
+  EXPECT_EQ(fc->args()[0].node()->args(), (Args{x, Opaque{7}}));     // entry cast
+  EXPECT_EQ(relu->args(), (Args{fc}));                               // follows, no cast
+  EXPECT_EQ(mm->args()[1].node()->args(), (Args{mask, Opaque{7}}));  // matching operands
+  const Arg& outputs = program.graph.last()->args()[0];
+  EXPECT_EQ(outputs.as<Tuple>().items[0].node()->args(), (Args{mm, Opaque{9}}));  // cast back
+  EXPECT_EQ(outputs.as<Tuple>().items[1], Arg(ids));  // not a float: untouched
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  PassResult backward = run_pass(ChangePrecision("float16", Opaque{7}, back), program, edits, ops,
+                                 kSig, /*reverse=*/true);
+  EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc_weight"}));  // erased casts: not listed
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
+}
+
 TEST_F(ChangePrecisionTest, OnlyLowPrecisionTargets) {
   EXPECT_THROW(ChangePrecision("float32", Opaque{1}), std::invalid_argument);
 }

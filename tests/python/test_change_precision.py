@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import fxopt
+from torch.fx.passes.shape_prop import ShapeProp
 from conftest import token_inputs
 from fxopt.optimization import ChangePrecision, FuseBatchNormInConv, compose
 from norm_models import (
@@ -40,12 +41,11 @@ class Mixed(nn.Module):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_linear_conv_matmul_run_in_low_precision(dialect: str, dtype: torch.dtype) -> None:
+def test_without_dtypes_each_op_runs_in_low_precision_between_casts(dtype: torch.dtype) -> None:
     model = Mixed().eval()
     caller = tensor_states(model)
     x = torch.randn(2, 3, 5, 5)
-    gm = trace(model, (x,), dialect)
+    gm = trace(model, (x,), "symbolic")  # symbolic_trace records no dtypes
     expected, code, states, nodes = outputs(gm, x), gm.code, tensor_states(gm), len(gm.graph.nodes)
     t = ChangePrecision(dtype)
 
@@ -57,13 +57,9 @@ def test_linear_conv_matmul_run_in_low_precision(dialect: str, dtype: torch.dtyp
     casts = [n for n in gm.graph.nodes if n.name.startswith("to")]
     assert len(casts) == 7 and len([n for n in gm.graph.nodes if n.name.startswith("type_as")]) == 5
     low = {n: p.dtype for n, p in gm.named_parameters() if p.dtype == dtype}
-    if dialect == "symbolic":
-        assert sorted(low) == sorted(f"{m}_{name}.{p}" for m, p in
-                                     [("conv", "weight"), ("conv", "bias"), ("fc", "weight"), ("fc", "bias"), ("head", "weight")])  # fmt: skip
-        assert len(gm.graph.nodes) == nodes + 12
-    else:
-        assert sorted(low) == sorted(f"{m}.{p}_{name}" for m, p in
-                                     [("conv", "weight"), ("conv", "bias"), ("fc", "weight"), ("fc", "bias"), ("head", "weight")])  # fmt: skip
+    assert sorted(low) == sorted(f"{m}_{name}.{p}" for m, p in
+                                 [("conv", "weight"), ("conv", "bias"), ("fc", "weight"), ("fc", "bias"), ("head", "weight")])  # fmt: skip
+    assert len(gm.graph.nodes) == nodes + 12
     assert not t.preserves_computation
     got = outputs(gm, x)
     assert [g.dtype for g in got] == [torch.float32]
@@ -72,6 +68,78 @@ def test_linear_conv_matmul_run_in_low_precision(dialect: str, dtype: torch.dtyp
 
     check_reverse(t, gm, (x,), expected, code, states)
     assert_same_tensors(model, caller, same_storage=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dialect", ["export", "shape-prop"])
+def test_with_dtypes_the_whole_graph_is_lowered(dialect: str, dtype: torch.dtype) -> None:
+    model = Mixed().eval()
+    caller = tensor_states(model)
+    x = torch.randn(2, 3, 5, 5)
+    if dialect == "export":
+        gm = trace(model, (x,), "export")
+    else:
+        gm = torch.fx.symbolic_trace(model)
+        ShapeProp(gm).propagate(x)
+    expected, code, states = outputs(gm, x), gm.code, tensor_states(gm)
+    t = ChangePrecision(dtype)
+
+    t(gm)
+    # One cast on entry, one back on exit; every stored float tensor converted once.
+    casts = [n for n in gm.graph.nodes if n.target in ("to", torch.ops.aten.to.dtype)]
+    assert len(casts) == 2
+    assert casts[0].args[0].op == "placeholder" and casts[0].args[1] == dtype
+    assert casts[1].args[1] == torch.float32 and list(casts[1].users)[0].op == "output"
+    assert not [n for n in gm.graph.nodes if n.target in ("type_as", torch.ops.aten.type_as.default)]
+    used = {n: p for n, p in gm.named_parameters() if n.split(".")[0].endswith(str(dtype)[6:]) or n.endswith(str(dtype)[6:])}
+    assert len(used) == 5 and all(p.dtype == dtype for p in used.values())
+    assert t.report.skipped == [] and len(t.report.changed) == 2 + (5 if dialect == "export" else 3)
+    got = outputs(gm, x)
+    assert [g.dtype for g in got] == [torch.float32]
+    assert_outputs_close(got, expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
+    assert_same_tensors(model, caller, same_storage=True)  # copy-on-write
+
+    check_reverse(t, gm, (x,), expected, code, states)
+    assert_same_tensors(model, caller, same_storage=True)
+
+
+class Islands(nn.Module):
+    """What transformers models do with dtypes: a float mask made from int ids, a norm in float32
+    that casts back to "its" dtype (traced as float32), a softmax asking for float32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 8)
+        self.weight = nn.Parameter(torch.rand(8) + 0.5)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        bias = (1.0 - mask.to(torch.float32)) * -1e4  # float32 created from int64
+        h = self.fc(x)
+        dtype = h.dtype
+        variance = h.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        h = self.weight * (h * torch.rsqrt(variance + 1e-6)).to(dtype)
+        scores = (h @ h.transpose(-1, -2) + bias[:, None, :]).softmax(-1, dtype=torch.float32)
+        return self.out(scores @ h), mask.sum(-1)
+
+
+def test_explicit_dtypes_keep_islands_and_follow_the_lowered_graph() -> None:
+    model = Islands().eval()
+    x, mask = torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    gm = trace(model, (x, mask), "export")
+    expected, code, states = outputs(gm, x, mask), gm.code, tensor_states(gm)
+    t = ChangePrecision(torch.bfloat16)
+
+    t(gm)
+    got = outputs(gm, x, mask)
+    assert [g.dtype for g in got] == [torch.float32, torch.int64]  # int outputs are not cast
+    assert torch.equal(got[1], expected[1])
+    assert_outputs_close(got, expected, atol=6e-2, rtol=6e-2)
+    to_nodes = [n for n in gm.graph.nodes if n.target is torch.ops.aten.to.dtype]
+    # The mask (float32 from int64) stays float32; the casts traced as float32 -> float32 now
+    # name bfloat16; the softmax's float32 result is cast down once, for the matmul.
+    assert [n.args[1] for n in to_nodes if n.args[0].name == "mask"] == [torch.float32]
+    check_reverse(t, gm, (x, mask), expected, code, states)
 
 
 def test_ops_already_in_low_precision_are_skipped() -> None:

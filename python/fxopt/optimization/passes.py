@@ -153,4 +153,8 @@ class ChangePrecision(BuiltinTransformation):
 
     def core_options(self) -> dict[str, Any]:
         # The core reads the name; the casts it builds pass the dtype object on to torch.
-        return {"dtype": dtype_name(self.dtype), "dtype_object": self.dtype}
+        return {
+            "dtype": dtype_name(self.dtype),
+            "dtype_object": self.dtype,
+            "full_dtype_objects": {"float32": torch.float32, "float64": torch.float64},
+        }
