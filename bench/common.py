@@ -18,14 +18,17 @@ from pathlib import Path
 
 import torch
 
+from fxopt import hardware
+
 RESULTS = Path(__file__).resolve().parent / "results"
-PACKAGES = ("torch", "transformers", "optimum", "fxopt")
+PACKAGES = ("torch", "transformers", "optimum", "onnxruntime", "onnx", "fxopt")
 
 
 def machine_description() -> list[str]:
-    """Markdown bullet lines: CPU, cores, memory, threads, package versions, current load."""
+    """Markdown bullet lines: CPU, cores, memory, threads, fast paths, package versions, current load."""
     lines = [
         f"- CPU: {_cpu_model()}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
+        f"- fxopt.hardware: {hardware.describe()}",
         f"- memory: {_memory_gib():.0f} GiB; OS: {platform.platform()}; Python {platform.python_version()}",
         "- packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES),
         f"- load average at start: {_load()}",

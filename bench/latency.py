@@ -1,34 +1,44 @@
-"""CPU latency of bundled models: eager, fxopt, Optimum, optimize_for_inference, torch.compile.
+"""CPU latency of the bundled models: fxopt against what users would pick instead, in one run.
 
-For each model, every tool prepares its own version of the model, and all versions are then
-timed round-robin on the same inputs (`fxopt.cli.measure_latency`: one call of each per round,
-so background load on a shared machine hits them alike). Reported per tool: median latency,
-speedup over eager, the time it spent preparing (tracing, transforming, compiling), how many
-nodes its transformations changed, and whether its outputs match eager (`fxopt.verify`).
+For each model, batch size and thread count, every variant below is prepared from the same
+eager float32 model and then all are timed side by side on the same inputs, in interleaved
+rounds (`fxopt.cli.measure_latency`: one call of each per round, warm-up rounds excluded), so
+background load on a shared machine hits them alike and the times of one round pair up.
 
-The tools:
+Variants (`--variants`):
 
-* eager: the transformers model as loaded.
-* fxopt traced: `fxopt.trace` only, no pass: separates the effect of tracing from that of passes.
-* fxopt default / all-preserving: the presets of `fxopt optimize` on the traced graph.
-* Optimum: `optimum.fx.optimization` (its five preserving passes) on the same traced graph.
-  Optimum traced with `transformers.utils.fx`, which transformers 5 removed; its passes only
-  know module-level graphs (`call_module` Linear, `operator.truediv`), so on torch.export
-  graphs they change nothing, which the table shows.
-* optimize_for_inference: `torch.fx.experimental.optimization.optimize_for_inference` (conv/BN
-  fusion, MKLDNN layouts), which symbolic-traces the eager model itself; where that fails the
-  reason is listed.
-* torch.compile: inductor; preparation time is the first call, which compiles.
+* eager: the transformers model as loaded, float32; the reference of every speedup and error.
+* fxopt-default, fxopt-fast: `fxopt.trace`, then the preset's passes (`fxopt.presets`).
+  Preparation = trace + passes; "fxopt s" is fxopt's own part of it: one `compose(...)(gm)`
+  call (import into the engine, passes, sync back, lint and recompile).
+* compile, compile-freezing: `torch.compile` (inductor), plain and with
+  `torch._inductor.config.freezing`; preparation = the first call, which compiles (in a fresh
+  inductor cache directory, as a user's first run). Inductor's CPU kernels specialise on the
+  thread count, so they are compiled again for each `--threads` value.
+* ao-int8: `torch.ao.quantization.quantize_dynamic` of every `nn.Linear`, per-channel int8
+  weights, activations quantized per call ("changed" = Linear modules quantized).
+* bf16: the whole model `.to(torch.bfloat16)`, inputs cast on each call.
+* autocast-bf16: the float32 model under `torch.autocast("cpu", dtype=torch.bfloat16)`.
+* ort, ort-optimized, ort-int8: ONNX Runtime (CPU provider, intra-op threads = `--threads`) on
+  the model exported by `torch.onnx.export` (TorchScript exporter by default: ONNX Runtime's
+  transformer optimizer recognises its graphs, and it needs no onnxscript; `--onnx-exporter
+  dynamo` for the newer one), the same after
+  `onnxruntime.transformers.optimizer.optimize_model` (model types bert, gpt2, vit; not for
+  CNNs), and after `onnxruntime.quantization.quantize_dynamic` (int8 per-channel weights). One
+  export per model, with a dynamic batch axis; preparation = export (+ optimize or quantize) +
+  session creation.
 
-With `--per-pass`, also the effect of each preserving built-in pass alone on the traced graph:
-the measurement that decides which passes `default` holds.
+Reported per variant: median latency; speedup over eager as the ratio of medians with the
+smallest and largest per-round ratio (marked "≈" when the interquartile ranges of the two
+overlap: no measurable difference); cosine similarity and largest absolute error of the main
+(first) output against eager float32; preparation time; nodes changed (fxopt) or modules
+quantized (ao-int8). A variant that fails to prepare or run is listed with its reason; the
+run goes on.
 
-Timing: by default one torch thread and CPU time per call (`--threads 1 --clock cpu`): the
-machines this project runs on are shared, and wall time there measured other jobs as much as
-the models. `--clock wall --threads N` gives user-visible latency on a quiet machine.
-
-Run: `python bench/latency.py` (about 20 minutes on 2 cores) or `--quick`.
-Writes bench/results/latency.md.
+Run: `python bench/latency.py` (every model, batch 1 and 8, 1 and 2 threads; about 30-40
+minutes on a quiet 2-core machine), `--quick` (MiniLM and ResNet-50, batch 1, 1 thread, a few
+rounds: a few minutes), or pick with --models / --batches / --threads / --variants / --rounds.
+Writes bench/results/latency.md (latency_quick.md with --quick; --output NAME for others).
 """
 
 from __future__ import annotations
@@ -41,73 +51,61 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 from torch import nn
 from torch.fx import GraphModule
 
 import fxopt
-import optimum.fx.optimization as optimum_optimization
 from fxopt import models, presets
-from fxopt.cli import measure_latency
-from fxopt.dummy_inputs import Inputs, split_inputs
-from fxopt.optimization import BuiltinTransformation, compose
+from fxopt.cli import Latency, Speedup, _outcome, measure_latency
+from fxopt.dummy_inputs import split_inputs
+from fxopt.optimization import compose
+from fxopt.verify import cosine_similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_description, markdown_table, write_result  # noqa: E402
 
-MODELS = ("bert-base", "minilm", "gpt2", "resnet50", "mobilenet-v2")
-QUICK_MODELS = ("minilm", "mobilenet-v2")
-CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
-"""CPU time measures the work a model does even while other jobs share the machine (with one
-torch thread, where no thread spins waiting for another); wall time is what a user waits."""
+MODELS = ("minilm", "bert-base", "gpt2", "resnet50", "mobilenet-v2", "vit-base")
+QUICK_MODELS = ("minilm", "resnet50")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+"""Wall time is what a user waits (the default). CPU time of the process counts the work done
+even while other jobs share the machine, but only with one thread: with more, it adds the
+threads' times up (and ONNX Runtime's spinning threads)."""
 
-OPTIMUM_PASSES = (
-    "ChangeTrueDivToMulByInverse",
-    "FuseBatchNorm2dInConv2d",
-    "FuseBatchNorm1dInLinear",
-    "MergeLinears",
-    "FuseBiasInLinear",
-)
+ORT_MODEL_TYPES = {"minilm": "bert", "bert-base": "bert", "gpt2": "gpt2", "vit-base": "vit"}
+"""`model_type` of ONNX Runtime's transformer optimizer per bundled model; others are CNNs."""
 
 
 @dataclass
-class Variant:
-    """One tool's version of a model, with what preparing it cost and changed."""
+class Prepared:
+    """One variant ready to time (`run`), or why not (`error`)."""
 
-    tool: str
-    model: Callable[..., Any] | None
-    prepare_s: float = 0.0
+    run: Callable[..., Any] | None
+    """Dropped once the variant is timed, so a long run does not keep every model alive."""
+    prepare_s: float | None = None
+    fxopt_s: float | None = None
+    """fxopt's own part of the preparation: passes, sync, lint and recompile."""
     changed: int | None = None
     note: str = ""
-    median_ms: float | None = None
-    min_ms: float | None = None
-    matches: bool | None = None
-    max_error: float | None = None
-    """Largest absolute difference from eager over all outputs."""
+    error: str = ""
 
 
-@dataclass
-class PassEffect:
-    speedup: float
-    """Fastest run of the traced graph over that of traced + the pass; above 1 means faster."""
-    changed: int
+def failed(reason: str) -> Prepared:
+    return Prepared(None, error=reason)
 
 
-@dataclass
-class ModelResult:
-    name: str
-    inputs: str
-    trace_mode: str
-    variants: list[Variant] = field(default_factory=list)
-    per_pass: dict[str, PassEffect] = field(default_factory=dict)
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
 def timed(function: Callable[[], Any]) -> tuple[Any, float]:
@@ -116,240 +114,625 @@ def timed(function: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:160]}"
+@dataclass
+class OnnxArtifacts:
+    """The ONNX files of one model, exported once (dynamic batch) and shared by all its runs."""
+
+    directory: Path
+    input_names: list[str]
+    files: dict[str, Path | str] = field(default_factory=dict)
+    """Per kind (fp32, optimized, int8): the file, or why it could not be made."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
 
 
-def fxopt_variant(tool: str, traced: GraphModule, trace_s: float, specs: list[str]) -> Variant:
-    """A copy of the traced graph with `specs` applied; preparation = tracing + transforming."""
-    graph_module = copy.deepcopy(traced)
-    if not specs:
-        return Variant(tool, graph_module, trace_s, 0)
-    transformations = presets.build_all(specs)
-    graph_module, seconds = timed(lambda: compose(*transformations)(graph_module))
-    changed = sum(
-        len(t.report.changed)
-        for t in transformations
-        if isinstance(t, BuiltinTransformation) and t.report is not None
-    )
-    return Variant(tool, graph_module, trace_s + seconds, changed, ", ".join(specs))
+@dataclass
+class Subject:
+    """One model at one batch size: what every variant is prepared from."""
+
+    name: str
+    model: nn.Module
+    inputs: dict[str, torch.Tensor]
+    exporter: str
+    onnx: OnnxArtifacts
+    traced: GraphModule | str | None = None
+    """fxopt's trace, made once per batch (or why tracing failed)."""
+    trace_s: float = 0.0
 
 
-def optimum_variant(traced: GraphModule, trace_s: float) -> Variant:
-    graph_module = copy.deepcopy(traced)
-    composition = optimum_optimization.compose(
-        *(getattr(optimum_optimization, name)() for name in OPTIMUM_PASSES)
-    )
-    try:
-        graph_module, seconds = timed(lambda: composition(graph_module))
-    except Exception as exc:  # Optimum's passes on graphs they were not written for
-        return Variant("Optimum", None, note=one_line(exc))
-    changed = sum(1 for node in graph_module.graph.nodes if getattr(node, "transformations", None))
-    note = "" if changed else "no module-level Linear / truediv nodes in this graph: nothing to change"
-    return Variant("Optimum", graph_module, trace_s + seconds, changed, note)
+class FirstOutput(nn.Module):
+    """The model with positional tensor inputs and its first output only, for the ONNX exporters."""
+
+    def __init__(self, model: nn.Module, input_names: list[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = input_names
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return main_output(self.model(**dict(zip(self.input_names, args, strict=True))))
 
 
-def optimize_for_inference_variant(model: nn.Module) -> Variant:
-    from torch.fx.experimental.optimization import optimize_for_inference
-
-    try:
-        optimized, seconds = timed(lambda: optimize_for_inference(copy.deepcopy(model)))
-    except Exception as exc:  # it symbolic-traces, which most transformers models defeat
-        return Variant("optimize_for_inference", None, note=one_line(exc))
-    return Variant("optimize_for_inference", optimized, seconds)
+def main_output(output: Any) -> torch.Tensor:
+    """The first tensor of a model's output (last_hidden_state, logits): what accuracy compares."""
+    for leaf in pytree.tree_leaves(output):
+        if isinstance(leaf, torch.Tensor):
+            return leaf
+    raise ValueError(f"no tensor in the output ({type(output).__name__})")
 
 
-def compile_variant(model: nn.Module, inputs: Inputs) -> Variant:
-    """torch.compile; the first call compiles, so it counts as preparation."""
-    compiled = torch.compile(copy.deepcopy(model))
-    args, kwargs = split_inputs(inputs)
-    try:
-        with torch.no_grad():
-            _, seconds = timed(lambda: compiled(*args, **kwargs))
-    except Exception as exc:  # a compiler failure is a result, not a crash of the benchmark
-        return Variant("torch.compile", None, note=one_line(exc))
-    return Variant("torch.compile", compiled, seconds)
+# --- variants ---------------------------------------------------------------------------
 
 
-def bench_model(name: str, args: argparse.Namespace, console: Console) -> ModelResult:
-    loaded = models.load_model(name)
-    inputs = models.make_inputs(loaded, args.batch, args.seq)
-    model = loaded.model
-    traced, trace_s = timed(lambda: fxopt.trace(model, example_inputs=inputs))
-    described = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in split_inputs(inputs)[1].items())
-    result = ModelResult(name, described, traced.meta["fxopt_trace"]["mode"])
-    variants = [
-        Variant("eager", model),
-        fxopt_variant("fxopt traced", traced, trace_s, []),
-        fxopt_variant("fxopt default", traced, trace_s, presets.preset_passes("default")),
-        fxopt_variant("fxopt all-preserving", traced, trace_s, presets.preset_passes("all-preserving")),
-        optimum_variant(traced, trace_s),
-        optimize_for_inference_variant(model),
-    ]
-    if not args.no_compile:
-        variants.append(compile_variant(model, inputs))
-    runnable = {v.tool: v.model for v in variants if v.model is not None}
-    latencies = measure_latency(runnable, inputs, args.warmup, args.repeats, clock=CLOCKS[args.clock])
-    for variant in variants:
-        if variant.model is not None:
-            variant.median_ms = latencies[variant.tool].median_ms
-            variant.min_ms = latencies[variant.tool].min_ms
-            report = fxopt.verify(model, variant.model, inputs)
-            variant.matches = report.ok
-            variant.max_error = max((row.max_abs_err or 0.0) for row in report.rows)
-    result.variants = variants
-    if args.per_pass:
-        result.per_pass = per_pass_effects(traced, inputs, args)
-    console.print(variant_table(result))
-    return result
+def prepare_eager(subject: Subject, threads: int) -> Prepared:
+    return Prepared(subject.model, 0.0)
 
 
-def per_pass_effects(traced: GraphModule, inputs: Inputs, args: argparse.Namespace) -> dict[str, PassEffect]:
-    """The effect of every preserving pass alone on the traced graph.
+def fxopt_preparer(preset: str) -> Callable[[Subject, int], Prepared]:
+    def prepare(subject: Subject, threads: int) -> Prepared:
+        if subject.traced is None:
+            try:
+                subject.traced, subject.trace_s = timed(
+                    lambda: fxopt.trace(subject.model, example_inputs=subject.inputs)
+                )
+            except Exception as exc:  # a model fxopt cannot trace is a result
+                subject.traced = f"trace failed: {one_line(exc)}"
+        if isinstance(subject.traced, str):
+            return failed(subject.traced)
+        graph_module = copy.deepcopy(subject.traced)
+        transformations = presets.build_all(presets.preset_passes(preset))
+        graph_module, own_s = timed(lambda: compose(*transformations, inplace=True)(graph_module))
+        changed = sum(len(_outcome(t, graph_module).changed) for t in transformations)
+        note = "nothing changed" if changed == 0 else ""
+        return Prepared(graph_module, subject.trace_s + own_s, own_s, changed, note)
 
-    The fastest run, not the median: a pass changes the work a model does, which shows in its
-    best case, while the median also carries whatever else the (shared) machine was doing.
+    return prepare
+
+
+def compile_preparer(freezing: bool) -> Callable[[Subject, int], Prepared]:
+    """torch.compile, with `torch._inductor.config.freezing` set for this compilation only.
+
+    The setting goes in as an option, not as a global patch: dynamo keeps one compiled frame per
+    backend configuration, and two torch.compile calls with equal configurations share it (a
+    second, frozen model would silently run the first one's code and "compile" in 0.05 s).
     """
-    candidates: dict[str, Callable[..., Any]] = {"traced": copy.deepcopy(traced)}
-    changed: dict[str, int] = {}
-    for pass_name in presets.preset_passes("all-preserving"):
-        variant = fxopt_variant(pass_name, traced, 0.0, [pass_name])
-        candidates[pass_name], changed[pass_name] = variant.model, variant.changed or 0
-    latencies = measure_latency(candidates, inputs, args.warmup, args.repeats, clock=CLOCKS[args.clock])
-    base = latencies["traced"].min_ms
-    return {name: PassEffect(base / latencies[name].min_ms, count) for name, count in changed.items()}
+
+    def prepare(subject: Subject, threads: int) -> Prepared:
+        compiled = torch.compile(copy.deepcopy(subject.model), options={"freezing": True} if freezing else None)
+        with torch.no_grad():
+            _, seconds = timed(lambda: compiled(**subject.inputs))
+        return Prepared(compiled, seconds)
+
+    return prepare
 
 
-def variant_rows(result: ModelResult) -> list[list[str]]:
-    eager = result.variants[0]
-    rows = []
-    for v in result.variants:
-        timed_ok = v.median_ms is not None and v.min_ms is not None
-        rows.append([
-            result.name,
-            v.tool,
-            f"{v.median_ms:.1f}" if timed_ok else "n/a",
-            f"{v.min_ms:.1f}" if timed_ok else "n/a",
-            f"{eager.median_ms / v.median_ms:.2f}x" if timed_ok else "n/a",
-            f"{eager.min_ms / v.min_ms:.2f}x" if timed_ok else "n/a",
-            f"{v.prepare_s:.2f}" if v.model is not None else "n/a",
-            "" if v.changed is None else str(v.changed),
-            "" if v.matches is None else f"{'yes' if v.matches else 'NO'} ({v.max_error:.1e})",
-            v.note,
-        ])  # fmt: skip
+def prepare_ao_int8(subject: Subject, threads: int) -> Prepared:
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    model = copy.deepcopy(subject.model)
+    linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+    quantized, seconds = timed(
+        lambda: quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    )
+    note = "" if linears else "no nn.Linear in this model: nothing quantized"
+    return Prepared(quantized, seconds, changed=linears, note=note)
+
+
+def with_bfloat16_inputs(model: Callable[..., Any]) -> Callable[..., Any]:
+    def run(**inputs: torch.Tensor) -> Any:
+        return model(**{k: v.bfloat16() if v.is_floating_point() else v for k, v in inputs.items()})
+
+    return run
+
+
+def prepare_bf16(subject: Subject, threads: int) -> Prepared:
+    model = copy.deepcopy(subject.model)
+    converted, seconds = timed(lambda: model.to(torch.bfloat16))
+    return Prepared(with_bfloat16_inputs(converted), seconds)
+
+
+def prepare_autocast(subject: Subject, threads: int) -> Prepared:
+    model = subject.model
+
+    def run(**inputs: torch.Tensor) -> Any:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(**inputs)
+
+    return Prepared(run, 0.0)
+
+
+def onnx_file(subject: Subject, kind: str) -> Path | str:
+    """The ONNX file of `kind` for the subject's model, made on first use; or why it failed."""
+    artifacts = subject.onnx
+    if kind in artifacts.files:
+        return artifacts.files[kind]
+    try:
+        if kind == "fp32":
+            path, seconds = timed(lambda: export_onnx(subject, artifacts.directory / "model.onnx"))
+        else:
+            source = onnx_file(subject, "fp32")
+            if isinstance(source, str):
+                return source
+            make = optimize_onnx if kind == "optimized" else quantize_onnx
+            path, seconds = timed(lambda: make(subject, source))
+        artifacts.files[kind], artifacts.seconds[kind] = path, seconds
+    except Exception as exc:  # exporter and ONNX Runtime tools fail on some graphs
+        artifacts.files[kind] = f"{kind}: {one_line(exc)}"
+    return artifacts.files[kind]
+
+
+def export_onnx(subject: Subject, path: Path) -> Path:
+    names = subject.onnx.input_names
+    wrapper = FirstOutput(subject.model, names).eval()
+    args = tuple(subject.inputs[name] for name in names)
+    with torch.no_grad():
+        torch.onnx.export(
+            wrapper,
+            args,
+            str(path),
+            dynamo=subject.exporter == "dynamo",
+            input_names=names,
+            output_names=["output"],
+            dynamic_axes={name: {0: "batch"} for name in [*names, "output"]},
+        )
+    return path
+
+
+def optimize_onnx(subject: Subject, source: Path) -> Path:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model_type = ORT_MODEL_TYPES.get(subject.name)
+    if model_type is None:
+        raise NotATransformer("ONNX Runtime's transformer optimizer has no model type for CNNs")
+    optimized = optimize_model(str(source), model_type=model_type, num_heads=0, hidden_size=0)
+    fused = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
+    subject.onnx.notes["optimized"] = "fused: " + (
+        ", ".join(f"{op} {n}" for op, n in fused.items()) or "nothing"
+    )
+    path = source.with_name("model.optimized.onnx")
+    optimized.save_model_to_file(str(path))
+    return path
+
+
+def quantize_onnx(subject: Subject, source: Path) -> Path:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = source.with_name("model.int8.onnx")
+    quantize_dynamic(str(source), str(path), weight_type=QuantType.QInt8, per_channel=True)
+    return path
+
+
+class NotATransformer(ValueError):
+    pass
+
+
+def ort_preparer(kind: str) -> Callable[[Subject, int], Prepared]:
+    def prepare(subject: Subject, threads: int) -> Prepared:
+        import onnxruntime as ort
+
+        path = onnx_file(subject, kind)
+        if isinstance(path, str):
+            return failed(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Idle ONNX Runtime threads otherwise spin, taking the CPU from the variant timed next.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session, seconds = timed(
+            lambda: ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        )
+        feeds = [node.name for node in session.get_inputs()]
+
+        def run(**inputs: torch.Tensor) -> torch.Tensor:
+            (output, *_) = session.run(None, {name: inputs[name].numpy() for name in feeds})
+            return torch.from_numpy(output)
+
+        made = subject.onnx.seconds["fp32"] + (subject.onnx.seconds[kind] if kind != "fp32" else 0.0)
+        return Prepared(run, made + seconds, note=subject.onnx.notes.get(kind, ""))
+
+    return prepare
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    prepare: Callable[[Subject, int], Prepared]
+    per_threads: bool
+    """Prepared again for each thread count (its kernels or sessions fix the thread count)."""
+
+
+VARIANTS: dict[str, VariantSpec] = {
+    "eager": VariantSpec(prepare_eager, False),
+    "fxopt-default": VariantSpec(fxopt_preparer("default"), False),
+    "fxopt-fast": VariantSpec(fxopt_preparer("fast"), False),
+    "compile": VariantSpec(compile_preparer(freezing=False), True),
+    "compile-freezing": VariantSpec(compile_preparer(freezing=True), True),
+    "ao-int8": VariantSpec(prepare_ao_int8, False),
+    "bf16": VariantSpec(prepare_bf16, False),
+    "autocast-bf16": VariantSpec(prepare_autocast, False),
+    "ort": VariantSpec(ort_preparer("fp32"), True),
+    "ort-optimized": VariantSpec(ort_preparer("optimized"), True),
+    "ort-int8": VariantSpec(ort_preparer("int8"), True),
+}
+
+
+def prepare(name: str, subject: Subject, threads: int) -> Prepared:
+    try:
+        return VARIANTS[name].prepare(subject, threads)
+    except Exception as exc:  # one variant failing is a result, not the end of the run
+        return failed(one_line(exc))
+
+
+# --- measuring --------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One variant of one model, batch and thread count, as reported."""
+
+    model: str
+    batch: int
+    threads: int
+    variant: str
+    prepared: Prepared
+    latency: Latency | None = None
+    speedup: Speedup | None = None
+    cosine: float | None = None
+    max_abs_err: float | None = None
+
+
+def accuracy(reference: torch.Tensor, output: Any) -> tuple[float | None, float]:
+    """Cosine and largest absolute error of the main output against eager float32."""
+    actual = main_output(output)
+    if actual.shape != reference.shape:
+        raise ValueError(f"main output has shape {tuple(actual.shape)}, eager {tuple(reference.shape)}")
+    difference = (actual.detach().double() - reference.double()).abs()
+    return cosine_similarity(reference, actual), float(difference.max())
+
+
+def run_configuration(
+    subject: Subject,
+    batch: int,
+    threads: int,
+    shared: dict[str, Prepared],
+    args: argparse.Namespace,
+) -> list[Row]:
+    """Prepare the thread-dependent variants, check every variant's output, time them together."""
+    torch.set_num_threads(threads)
+    rows: list[Row] = []
+    for name in args.variants:
+        if VARIANTS[name].per_threads or name not in shared:
+            prepared = prepare(name, subject, threads)
+            if not VARIANTS[name].per_threads:
+                shared[name] = prepared
+        else:
+            prepared = shared[name]
+        rows.append(Row(subject.name, batch, threads, name, prepared))
+
+    with torch.no_grad():
+        reference = main_output(subject.model(**subject.inputs))
+    for row in rows:
+        run = row.prepared.run
+        if run is None:
+            continue
+        try:
+            with torch.no_grad():
+                row.cosine, row.max_abs_err = accuracy(reference, run(**subject.inputs))
+        except Exception as exc:  # prepared but cannot run on these inputs
+            row.prepared = failed(f"run failed: {one_line(exc)}")
+            if not VARIANTS[row.variant].per_threads:
+                shared[row.variant] = row.prepared
+
+    candidates = {row.variant: row.prepared.run for row in rows if row.prepared.run is not None}
+    if candidates:
+        latencies = measure_latency(
+            candidates,
+            subject.inputs,
+            args.warmup,
+            args.rounds,
+            clock=CLOCKS[args.clock],
+            budget_s=args.budget,
+            min_repeats=min(args.min_rounds, args.rounds),
+        )
+        eager = latencies.get("eager")
+        for row in rows:
+            row.latency = latencies.get(row.variant)
+            if row.latency is not None and eager is not None:
+                row.speedup = Speedup.of(eager, row.latency)
+    for row in rows:
+        if VARIANTS[row.variant].per_threads:
+            row.prepared.run = None
     return rows
 
 
+@contextmanager
+def release_compiled() -> Iterator[None]:
+    """Drop what torch.compile keeps (dynamo caches) once a configuration is done with it."""
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+        gc.collect()
+
+
+PassEffects = dict[str, tuple[Speedup, int]]
+"""Per pass specification: its speedup alone on the traced graph, and the nodes it changed."""
+
+
+def bench_model(
+    name: str, args: argparse.Namespace, console: Console, workdir: Path, per_pass: dict[str, PassEffects]
+) -> list[Row]:
+    """Every configuration of one model; per-pass effects (with --per-pass) go to `per_pass`."""
+    loaded = models.load_model(name)
+    rows: list[Row] = []
+    onnx: OnnxArtifacts | None = None
+    for batch in args.batches:
+        inputs = models.make_inputs(loaded, batch, args.seq)
+        if not isinstance(inputs, dict):
+            raise TypeError(f"{name}: expected keyword inputs, got {type(inputs).__name__}")
+        if onnx is None:
+            directory = workdir / name
+            directory.mkdir()
+            onnx = OnnxArtifacts(directory, list(inputs))
+        subject = Subject(name, loaded.model, inputs, args.onnx_exporter, onnx)
+        shared: dict[str, Prepared] = {}
+        for threads in args.threads:
+            console.print(f"[dim]{name}: batch {batch}, {threads} thread(s)[/]")
+            with release_compiled():
+                configuration = run_configuration(subject, batch, threads, shared, args)
+            console.print(rows_table(f"{name}, batch {batch}, {threads} thread(s)", configuration))
+            rows += configuration
+        for prepared in shared.values():
+            prepared.run = None
+        if args.per_pass and name not in per_pass and isinstance(subject.traced, GraphModule):
+            per_pass[name] = per_pass_effects(subject.traced, inputs, args)
+    return rows
+
+
+def per_pass_effects(
+    traced: GraphModule, inputs: dict[str, torch.Tensor], args: argparse.Namespace
+) -> PassEffects:
+    """The effect of each computation-preserving pass alone on the traced graph (first batch)."""
+    candidates: dict[str, Callable[..., Any]] = {"traced": traced}
+    changed: dict[str, int] = {}
+    for spec in presets.preset_passes("all-preserving"):
+        transformations = presets.build_all([spec])
+        graph_module = compose(*transformations, inplace=True)(copy.deepcopy(traced))
+        candidates[spec] = graph_module
+        changed[spec] = sum(len(_outcome(t, graph_module).changed) for t in transformations)
+    latencies = measure_latency(candidates, inputs, args.warmup, args.rounds, clock=CLOCKS[args.clock])
+    return {spec: (Speedup.of(latencies["traced"], latencies[spec]), n) for spec, n in changed.items()}
+
+
+# --- reporting --------------------------------------------------------------------------
+
 HEADER = [
-    "model", "tool", "median ms", "min ms", "speedup (median)", "speedup (min)", "prepare s", "nodes changed",
-    "matches eager (max abs err)", "note",
+    "model", "batch", "threads", "variant", "median ms", "speedup", "per-round", "cosine",
+    "max abs err", "prepare s", "fxopt s", "changed", "rounds", "note",
 ]  # fmt: skip
-NUMERIC = {"median ms", "min ms", "speedup (median)", "speedup (min)", "prepare s", "nodes changed"}
+NUMERIC = {"batch", "threads", "median ms", "speedup", "per-round", "cosine", "max abs err", "prepare s",
+           "fxopt s", "changed", "rounds"}  # fmt: skip
 
 
-def variant_table(result: ModelResult) -> Table:
-    table = Table(title=f"{result.name} ({result.inputs}; traced with {result.trace_mode})")
-    for column in HEADER:
-        table.add_column(column, justify="right" if column in NUMERIC else "left")
-    for row in variant_rows(result):
-        table.add_row(*row)
+def speedup_text(speedup: Speedup | None) -> str:
+    if speedup is None:
+        return "n/a"
+    return f"{'' if speedup.measurable else '≈'}{speedup.ratio:.2f}x"
+
+
+def row_cells(row: Row) -> list[str]:
+    p, latency, speedup = row.prepared, row.latency, row.speedup
+    return [
+        row.model,
+        str(row.batch),
+        str(row.threads),
+        row.variant,
+        "n/a" if latency is None else f"{latency.median_ms:.1f}",
+        speedup_text(speedup) if row.variant != "eager" else "1.00x",
+        "" if speedup is None or row.variant == "eager" else f"{speedup.low:.2f}-{speedup.high:.2f}",
+        "" if row.cosine is None else f"{row.cosine:.6f}",
+        "" if row.max_abs_err is None else f"{row.max_abs_err:.1e}",
+        "" if p.prepare_s is None else f"{p.prepare_s:.2f}",
+        "" if p.fxopt_s is None else f"{p.fxopt_s:.3f}",
+        "" if p.changed is None else str(p.changed),
+        "" if latency is None else str(latency.runs),
+        f"FAILED: {p.error}" if p.error else p.note,
+    ]
+
+
+def rows_table(title: str, rows: list[Row]) -> Table:
+    table = Table(title=title)
+    for column in HEADER[3:]:
+        table.add_column(column, justify="right" if column in NUMERIC else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row_cells(row)[3:])
     return table
 
 
-def per_pass_section(results: list[ModelResult]) -> list[str]:
-    passes = list(results[0].per_pass)
-
-    def cell(effect: PassEffect) -> str:
-        return f"{effect.speedup:.3f} ({effect.changed})" if effect.changed else "- (0)"
-
-    rows = [[r.name, *(cell(r.per_pass[p]) for p in passes)] for r in results]
+def summary_section(rows: list[Row], variants: list[str]) -> list[str]:
+    """Speedups side by side: one line per model, batch and thread count, one column per variant."""
+    keys = list(dict.fromkeys((r.model, r.batch, r.threads) for r in rows))
+    by_key = {(r.model, r.batch, r.threads, r.variant): r for r in rows}
+    lines = []
+    for model, batch, threads in keys:
+        cells = []
+        for variant in variants:
+            row = by_key.get((model, batch, threads, variant))
+            if row is None or row.speedup is None:
+                cells.append("failed" if row is not None else "")
+            elif variant == "eager":
+                cells.append(f"{row.latency.median_ms:.1f} ms" if row.latency else "")
+            else:
+                cosine = "" if row.cosine is None or row.cosine >= 0.999995 else f", cos {row.cosine:.4f}"
+                cells.append(speedup_text(row.speedup) + cosine)
+        lines.append([model, str(batch), str(threads), *cells])
     return [
-        "## Effect of each pass alone",
+        "## Speedup over eager float32, side by side",
         "",
-        "Fastest run of the traced graph divided by that of the traced graph plus the one pass "
-        "(above 1: the pass speeds the model up), with the number of nodes the pass changed in "
-        "parentheses; `- (0)`: the pass found nothing to change. This decides which passes `default` holds.",
+        "Ratio of median latencies (eager: its median). `≈`: the interquartile ranges of eager and the "
+        "variant overlap, no measurable difference. The cosine of the main output against eager float32 "
+        "is shown where it is below 0.99999; `failed`: see the reason in the full table.",
         "",
-        *markdown_table(["model", *passes], rows),
+        *markdown_table(["model", "batch", "threads", *variants], lines),
         "",
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", help=f"bundled model names (default: {' '.join(MODELS)})")
+def preparation_section(rows: list[Row]) -> list[str]:
+    """Preparation times per model at batch 1 / first thread count: the targets' ratios."""
+    lines = []
+    seen: set[str] = set()
+    for row in rows:
+        if row.model in seen:
+            continue
+        seen.add(row.model)
+        first = [r for r in rows if (r.model, r.batch, r.threads) == (row.model, row.batch, row.threads)]
+        cells = {r.variant: r.prepared for r in first}
+        compile_s = next(
+            (cells[v].prepare_s for v in ("compile", "compile-freezing") if v in cells and not cells[v].error),
+            None,
+        )
+        for variant in ("fxopt-default", "fxopt-fast"):
+            p = cells.get(variant)
+            if p is None or p.error or p.prepare_s is None or p.fxopt_s is None:
+                continue
+            ratio = "" if not compile_s else f"{p.prepare_s / compile_s:.3f} / {p.fxopt_s / compile_s:.4f}"
+            lines.append([
+                row.model, variant, f"{p.prepare_s:.2f}", f"{p.fxopt_s:.3f}",
+                "" if compile_s is None else f"{compile_s:.1f}", ratio,
+            ])  # fmt: skip
+    if not lines:
+        return []
+    return [
+        "## Preparation: fxopt against torch.compile's first call",
+        "",
+        f"Batch {rows[0].batch}, {rows[0].threads} thread(s). Targets: trace + passes <= 1/10 (0.1) of "
+        "torch.compile's first call, fxopt's own part <= 1/100 (0.01).",
+        "",
+        *markdown_table(
+            ["model", "variant", "trace + passes s", "fxopt s", "torch.compile first call s",
+             "ratios (trace + passes / fxopt)"],
+            lines,
+        ),  # fmt: skip
+        "",
+    ]
+
+
+def per_pass_section(per_pass: dict[str, PassEffects]) -> list[str]:
+    if not per_pass:
+        return []
+    passes = list(next(iter(per_pass.values())))
+    lines = [
+        [name, *(f"{speedup_text(s)} ({n})" if n else "- (0)" for s, n in (effects[p] for p in passes))]
+        for name, effects in per_pass.items()
+    ]
+    return [
+        "## Effect of each computation-preserving pass alone",
+        "",
+        "Speedup of the traced graph plus the one pass over the traced graph (ratio of medians, `≈`: "
+        "no measurable difference), nodes changed in parentheses; `- (0)`: the pass found nothing.",
+        "",
+        *markdown_table(["model", *passes], lines),
+        "",
+    ]
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", choices=MODELS, help=f"default: {' '.join(MODELS)}")
+    parser.add_argument("--batches", nargs="+", type=int, help="batch sizes (default: 1 8)")
+    parser.add_argument("--threads", nargs="+", type=int, help="torch / ONNX Runtime threads (default: 1 2)")
     parser.add_argument(
-        "--quick", action="store_true", help=f"{' and '.join(QUICK_MODELS)}, 5 repeats, no per-pass table"
+        "--variants", nargs="+", choices=list(VARIANTS), help="default: all; eager is always included"
     )
+    parser.add_argument("--seq", type=int, default=128, help="sequence length of text models (default 128)")
+    parser.add_argument("--rounds", type=int, help="timed rounds at most (default 15; --quick 5)")
+    parser.add_argument("--min-rounds", type=int, default=5, help="timed rounds at least (default 5)")
+    parser.add_argument("--warmup", type=int, help="untimed rounds first (default 2; --quick 1)")
     parser.add_argument(
-        "--batch", type=int, default=2, help="batch size (default 2: export fixes size-1 dimensions)"
+        "--budget",
+        type=float,
+        help="seconds of timed rounds per configuration, after which timing stops once --min-rounds "
+        "are in (default 60; --quick 20)",
     )
-    parser.add_argument("--seq", type=int, default=32, help="sequence length of text models")
-    parser.add_argument("--repeats", type=int, default=15, help="timed rounds")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, see --clock)")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall (default) or cpu")
     parser.add_argument(
-        "--clock",
-        choices=tuple(CLOCKS),
-        default="cpu",
-        help="cpu: CPU time per call, steady on a shared machine with --threads 1 (default); wall: latency",
+        "--onnx-exporter", choices=("torchscript", "dynamo"), default="torchscript", help="torch.onnx exporter"
     )
     parser.add_argument("--per-pass", action="store_true", help="also time each preserving pass alone")
-    parser.add_argument(
-        "--no-compile", action="store_true", help="skip torch.compile (its compilation is slow)"
-    )
+    parser.add_argument("--quick", action="store_true", help="minilm and resnet50, batch 1, 1 thread, 5 rounds")
+    parser.add_argument("--output", help="result name under bench/results (default latency / latency_quick)")
     args = parser.parse_args()
+    quick = args.quick
+    args.models = args.models or list(QUICK_MODELS if quick else MODELS)
+    args.batches = args.batches or ([1] if quick else [1, 8])
+    args.threads = args.threads or ([1] if quick else [1, 2])
+    args.variants = ["eager", *(v for v in (args.variants or VARIANTS) if v != "eager")]
+    args.rounds = args.rounds or (5 if quick else 15)
+    args.warmup = args.warmup if args.warmup is not None else (1 if quick else 2)
+    args.budget = args.budget if args.budget is not None else (20.0 if quick else 60.0)
+    args.output = args.output or ("latency_quick" if quick else "latency")
+    return args
+
+
+def main() -> None:
+    args = parse_arguments()
     warnings.simplefilter("ignore")  # torch's deprecation chatter would bury the tables
-    if args.quick:
-        args.repeats, args.warmup = 5, 1
-    torch.set_num_threads(args.threads)
-    names = args.models or (QUICK_MODELS if args.quick else MODELS)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     machine = machine_description()
-    console = Console(width=200)
-    results = []
+    console = Console(width=220)
+    rows: list[Row] = []
+    per_pass: dict[str, PassEffects] = {}
+    started = time.perf_counter()
     # torch.compile's preparation time is a cold compile, like a user's first: inductor's caches,
     # which persist across runs under /tmp, go to a fresh directory (inductor reads it on use).
-    inductor_cache = tempfile.TemporaryDirectory(prefix="fxopt-bench-inductor-")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache.name)
-    with inductor_cache, Progress(console=console, transient=True) as progress:
-        task = progress.add_task("models", total=len(names))
-        for name in names:
-            progress.update(task, description=f"{name}")
-            results.append(bench_model(name, args, console))
+    with tempfile.TemporaryDirectory(prefix="fxopt-bench-") as scratch:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(scratch) / "inductor")
+        for name in args.models:
+            try:
+                rows += bench_model(name, args, console, Path(scratch), per_pass)
+            except Exception as exc:  # a model that cannot even load is listed, the run goes on
+                console.print(f"[red]{name}: {one_line(exc)}[/]")
+                rows.append(Row(name, 0, 0, "eager", failed(f"model failed: {one_line(exc)}")))
             gc.collect()
-            progress.advance(task)
+    minutes = (time.perf_counter() - started) / 60
 
     sections = [
         "## Setup",
         "",
-        f"- inputs: batch {args.batch}, sequence {args.seq} for text models, 224x224 images; float32; CPU",
-        f"- clock: {args.clock} ({'CPU time of the process per call' if args.clock == 'cpu' else 'wall time per call'}), "
-        f"{args.threads} torch thread(s); with one thread, CPU time is the work a call does even on a shared machine",
-        f"- {args.repeats} rounds after {args.warmup} warm-up rounds; tools take turns within each round; median and "
-        "fastest run reported (the machine is shared, so the fastest run is the steadier measure of a tool's work)",
-        f"- fxopt presets: default = {', '.join(presets.preset_passes('default'))}; "
-        f"all-preserving = {', '.join(presets.preset_passes('all-preserving'))}",
-        f"- Optimum: {', '.join(OPTIMUM_PASSES)} on fxopt's traced graph",
-        "- matches eager: `fxopt.verify` at its float32 defaults (rtol 1e-4, atol 1e-5), largest absolute error in parentheses",
-        "- prepare s: tracing + transforming (fxopt, Optimum), optimize_for_inference's own time, torch.compile's first call",
+        f"- inputs: batch {', '.join(map(str, args.batches))}; sequence {args.seq} for text models, "
+        "224x224 images; eager model float32 on CPU",
+        f"- threads: {', '.join(map(str, args.threads))} (torch.set_num_threads and ONNX Runtime's intra-op threads)",
+        f"- timing: {args.clock} clock; up to {args.rounds} interleaved rounds (at least {args.min_rounds}, "
+        f"fewer once {args.budget:.0f} s of timed rounds are spent) after {args.warmup} warm-up rounds; "
+        "all variants of a configuration take turns within each round",
+        "- speedup: eager median / variant median; per-round: smallest and largest ratio of the two in one "
+        "round; `≈`: interquartile ranges overlap, no measurable difference",
+        "- cosine, max abs err: the main (first) output against eager float32, computed in float64",
+        "- prepare s: fxopt trace + passes; torch.compile's first call; quantize or `.to()`; "
+        "ONNX export (+ optimize / quantize) + session creation. fxopt s: fxopt's own part "
+        "(passes, sync, recompile). changed: nodes changed (fxopt), Linear modules quantized (ao-int8)",
+        f"- fxopt presets on this machine: default = {', '.join(presets.preset_passes('default'))}; "
+        f"fast = {', '.join(presets.preset_passes('fast'))}",
+        f"- ONNX: {args.onnx_exporter} exporter, one export per model with a dynamic batch axis; "
+        "int8 = quantize_dynamic(QInt8, per_channel) of the float32 export",
+        f"- wall time of this run: {minutes:.1f} min",
         "",
-        "## Results",
+        *summary_section(rows, args.variants),
+        *preparation_section(rows),
+        "## All results",
         "",
-        *markdown_table(HEADER, [row for result in results for row in variant_rows(result)]),
+        *markdown_table(HEADER, [row_cells(row) for row in rows]),
         "",
+        *per_pass_section(per_pass),
     ]
-    if args.per_pass:
-        sections += per_pass_section(results)
     command = "python bench/latency.py " + " ".join(sys.argv[1:])
     path = write_result(
-        "latency_quick" if args.quick else "latency",  # a quick check never replaces the full results
-        "Model latency on CPU: eager, fxopt, Optimum, optimize_for_inference, torch.compile",
+        args.output,
+        "Model latency on CPU: fxopt against eager, torch.compile, torch.ao int8, bfloat16 and ONNX Runtime",
         command.strip(),
         machine,
         sections,
     )
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path} ({minutes:.1f} min)")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ class PyTensorOps final : public TensorOps {
   TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override {
     return call("reshape", a, shape);
   }
+  TensorInfo transpose(const TensorInfo& a, int64_t dim0, int64_t dim1) override {
+    return call("transpose", a, dim0, dim1);
+  }
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override {
     return call("cast", a, dtype);
   }
@@ -41,6 +44,7 @@ class PyTensorOps final : public TensorOps {
     return call("full", shape, value, like);
   }
   TensorInfo clone(const TensorInfo& a) override { return call("clone", a); }
+  TensorInfo channels_last(const TensorInfo& a) override { return call("channels_last", a); }
 
  private:
   template <class... A>

@@ -32,7 +32,8 @@ class Session {
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
   // The rank of each imported node's value, by import position; -1 where fx does not know it.
-  // Per imported node (by position), (dtype name, sizes with -1 for symbolic ones) or None.
+  // Per imported node (by position), (dtype name, sizes with -1 for symbolic ones, device or "")
+  // or None.
   void set_values(nb::handle values);
 
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
@@ -68,6 +69,8 @@ class Session {
   std::unordered_map<PyObject*, Node*> imported_;  // fx node -> core node, during import
   std::unordered_map<uint64_t, nb::object> py_nodes_;
   std::vector<nb::object> opaques_;
+  std::unordered_map<PyObject*, uint64_t> opaque_by_object_;  // opaques_ keeps the keys alive
+  nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id
   std::unordered_map<PyObject*, Symbol> symbols_;  // call_function target -> symbol
   std::unordered_map<Symbol, nb::object> callables_;
 };

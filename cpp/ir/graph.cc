@@ -122,10 +122,12 @@ void Graph::erase_meta(Node* node, std::string_view key) { node->meta_.erase(key
 
 void Graph::set_rank(Node* node, int rank) { node->rank_ = rank; }
 
-void Graph::set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape) {
+void Graph::set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape,
+                           std::string device) {
   node->rank_ = static_cast<int>(shape.size());
   node->dtype_ = std::move(dtype);
   node->shape_ = std::move(shape);
+  node->device_ = std::move(device);
 }
 
 std::vector<Node*> Graph::replace_all_uses(Node* old_node, Node* replacement, Node* except) {

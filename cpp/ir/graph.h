@@ -37,8 +37,10 @@ class Graph {
   void erase_meta(Node* node, std::string_view key);
   // Records the rank of the node's value (a fact imported from fx, see Node::rank).
   void set_rank(Node* node, int rank);
-  // Records the dtype and sizes of the node's value (facts imported from fx); sets the rank too.
-  void set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape);
+  // Records the dtype, sizes and device ("" if unknown) of the node's value (facts imported from
+  // fx); sets the rank too.
+  void set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape,
+                      std::string device = {});
   // Makes every user of `old_node` except `except` read `replacement`; returns the users changed.
   std::vector<Node*> replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   // Removes a node that has no users left.

@@ -48,6 +48,9 @@ class Node {
   // a symbolic size), when fx recorded them; empty otherwise (no tensor value, or unknown).
   const std::string& dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
+  // The device of the node's tensor value ("cpu", "cuda:0", ...) when fx recorded it (export's
+  // meta["val"]; ShapeProp's tensor_meta has none); empty otherwise.
+  const std::string& device() const { return device_; }
   // Unique and never reused within a graph; the edit log refers to nodes by id.
   uint64_t id() const { return id_; }
   Node* prev() const { return prev_; }
@@ -75,6 +78,7 @@ class Node {
   int rank_ = -1;
   std::string dtype_;
   std::vector<int64_t> shape_;
+  std::string device_;
   uint64_t id_ = 0;
   uint64_t position_ = 0;  // strictly increasing along the list; gaps leave room for inserts
   Node* prev_ = nullptr;

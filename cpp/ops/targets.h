@@ -29,5 +29,10 @@ inline const Symbol kTorchNarrow = Symbol::intern("torch.narrow");
 inline const Symbol kAtenSliceTensor = Symbol::intern("aten.slice.Tensor");
 inline const Symbol kFunctionalPad = Symbol::intern("torch.nn.functional.pad");
 inline const Symbol kAtenConstantPadNd = Symbol::intern("aten.constant_pad_nd.default");
+// Decomposed Linears (ops/decomposed_linear.h) and oneDNN's fused linear.
+inline const Symbol kTorchAddmm = Symbol::intern("torch.addmm");
+inline const Symbol kAtenAddmm = Symbol::intern("aten.addmm.default");
+inline const Symbol kMethodAddmm = Symbol::intern("addmm");
+inline const Symbol kOnednnLinearPointwise = Symbol::intern("mkldnn._linear_pointwise.default");
 
 }  // namespace fxopt::targets

@@ -3,10 +3,18 @@
 #include "passes/change_activation.h"
 #include "passes/change_precision.h"
 #include "passes/change_true_div_to_mul_by_inverse.h"
+#include "passes/conv_weights_channels_last.h"
+#include "passes/eliminate_common_subexpressions.h"
+#include "passes/eliminate_dead_code.h"
 #include "passes/fuse_batch_norm_in_conv.h"
+#include "passes/fuse_attention_to_sdpa.h"
 #include "passes/fuse_batch_norm_in_linear.h"
 #include "passes/fuse_bias_in_linear.h"
+#include "passes/fuse_linear_activation_onednn.h"
 #include "passes/merge_linears.h"
+#include "passes/recognize_linears.h"
+#include "passes/remove_no_ops.h"
+#include "passes/remove_runtime_asserts.h"
 
 namespace fxopt {
 namespace {
@@ -28,17 +36,39 @@ std::string string_option(const Dict& options, std::string_view name) {
 
 // Order matters only for presets and `fxopt passes`: folding passes come before merging ones,
 // so a merged Linear never hides a BatchNorm that could have been folded into its members;
-// passes that change the computation (ChangeActivation, ChangePrecision) come last.
+// passes that change the computation (ChangeActivation, ChangePrecision) come late.
+// RecognizeLinears comes before the Linear passes, so they see the Linears it finds;
+// FuseLinearActivationOneDnn last, as the Linears it consumes are no Linears to the others.
+// The graph cleanups come first: pattern passes then see through no-ops and repeated
+// subexpressions; dead code after them takes what they left unused.
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
+      {"RemoveNoOps",
+       "calls that return their input unchanged (eval dropout, identity, same-dtype casts, "
+       "same-shape views, unneeded clones) go",
+       true, true, make_plain<RemoveNoOps>},
+      {"EliminateCommonSubexpressions",
+       "a call repeating an earlier one with the same arguments is replaced by its result", true,
+       true, make_plain<EliminateCommonSubexpressions>},
+      {"EliminateDeadCode", "nodes whose value nothing reads and that have no side effect go",
+       true, true, make_plain<EliminateDeadCode>},
+      {"RemoveRuntimeAsserts",
+       "torch.export's runtime checks go, with the values only they read (opt-in: no checks)",
+       true, true, make_plain<RemoveRuntimeAsserts>},
       {"ChangeTrueDivToMulByInverse",
        "division by a constant becomes multiplication by its inverse", true, true,
        make_plain<ChangeTrueDivToMulByInverse>},
+      {"RecognizeLinears",
+       "matrix products with stored weights (addmm, mm / matmul + bias) become Linears", true,
+       true, make_plain<RecognizeLinears>},
       {"FuseBatchNorm2dInConv2d", "an eval-mode BatchNorm2d after a Conv2d folds into its weights",
        true, true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(true); }},
       {"FuseBatchNormInConv",
        "an eval-mode batch norm after any (transposed) convolution folds into its weights", true,
        true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(false); }},
+      {"ConvWeightsChannelsLast",
+       "2-D convolution weights are stored channels-last, so oneDNN runs the network in NHWC",
+       true, true, make_plain<ConvWeightsChannelsLast>},
       {"FuseBatchNorm1dInLinear",
        "an eval-mode BatchNorm1d before or after a Linear folds into its weights", true, true,
        make_plain<FuseBatchNorm1dInLinear>},
@@ -46,6 +76,10 @@ const std::vector<PassInfo>& all_passes() {
        true, true, make_plain<MergeLinears>},
       {"FuseBiasInLinear", "a Linear's bias becomes a weight column read against a ones column",
        true, true, make_plain<FuseBiasInLinear>},
+      {"FuseAttentionToSdpa",
+       "matmul, scale, mask, softmax, (eval) dropout, matmul become one "
+       "scaled_dot_product_attention",
+       true, true, make_plain<FuseAttentionToSdpa>},
       {"ChangeActivation", "every activation of one kind becomes another (source -> target)", true,
        false,
        [](const Dict& o) {
@@ -63,6 +97,9 @@ const std::vector<PassInfo>& all_passes() {
              string_option(o, "dtype"), *dtype_object,
              full && full->is<Dict>() ? full->as<Dict>() : Dict{});
        }},
+      {"FuseLinearActivationOneDnn",
+       "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
+       true, true, FuseLinearActivationOneDnn::from_options},
   };
   return passes;
 }

@@ -1,9 +1,15 @@
 // The base of every built-in transformation and the driver that runs one.
 //
 // A pass names the (kind, target) pairs it fires on; the driver takes candidates from the
-// graph's index in graph order and hands them to `rewrite` one at a time. Reverse visits the
-// nodes that carry the pass's reversal record. Either direction reports what changed and, for
-// each candidate it left alone, why.
+// graph's index in graph order and hands them to `rewrite` one at a time. (A pass about the
+// graph as a whole, such as dead-code elimination, asks for every node once instead.) Reverse
+// visits the nodes that carry the pass's reversal record. Either direction reports what changed
+// and, for each candidate it left alone, why.
+//
+// Removing nodes goes through PassContext::remove, which the driver makes reversible for every
+// pass alike (rewrite/removal.h): the removals of each run are recorded on the output node, and
+// reverse puts the latest run's back, last first, after the pass's other records went to
+// `restore` (the output node comes last).
 #pragma once
 
 #include <memory>
@@ -61,12 +67,28 @@ struct PassContext {
   // Records a node that reverse put back; reverse leaves no mark.
   void restored(Node* node) { result.changed.push_back(node->name()); }
   void skip(const Node& node, std::string reason);
+  // Makes the users of `node` read `replacement` (nullptr: it must have none), erases it and
+  // records it as changed; reverse puts it back exactly (rewrite/removal.h).
+  void remove(Node* node, Node* replacement = nullptr);
+
+  std::vector<Arg> removals;  // captured removals of this run, in order; the driver stores them
+};
+
+// Which nodes the driver hands to Pass::rewrite.
+enum class Visit : uint8_t {
+  Triggers,           // the nodes triggers() names, in graph order
+  AllNodes,           // every node once, in graph order: O(n) per run, for whole-graph passes
+  AllNodesBackwards,  // every node once, last first: users come before the values they read
 };
 
 class Pass {
  public:
   virtual ~Pass() = default;
   virtual std::vector<Trigger> triggers() const = 0;
+  virtual Visit visit() const { return Visit::Triggers; }
+  // Called once before the first candidate of each forward run: the place for an O(n) analysis
+  // of the whole graph a pass needs (never per candidate). Its results live in mutable members.
+  virtual void begin(const Program&) const {}
   // Rewrites one candidate, or calls ctx.skip with the reason it does not apply.
   virtual void rewrite(PassContext& ctx, Node* candidate) const = 0;
   // Undoes what `rewrite` did to `node` from the record it left there.

@@ -4,6 +4,7 @@
 #include <functional>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 namespace fxopt {
 namespace {
@@ -138,6 +139,29 @@ TensorInfo ReferenceTensorOps::sum(const TensorInfo& a, int64_t dim) {
 TensorInfo ReferenceTensorOps::reshape(const TensorInfo& a, const std::vector<int64_t>& shape) {
   if (numel(shape) != numel(a.shape)) throw std::invalid_argument("reshape changes numel");
   return make(shape, values(a), a.dtype);
+}
+
+TensorInfo ReferenceTensorOps::transpose(const TensorInfo& a, int64_t dim0, int64_t dim1) {
+  size_t rank = a.shape.size();
+  dim0 = normalize_dim(dim0, rank);
+  dim1 = normalize_dim(dim1, rank);
+  std::vector<int64_t> shape = a.shape;
+  std::swap(shape[dim0], shape[dim1]);
+  const auto& v = values(a);
+  std::vector<double> out(v.size());
+  std::vector<int64_t> index(rank, 0);  // position in `a`, row-major
+  for (size_t flat = 0; flat < v.size(); ++flat) {
+    std::vector<int64_t> swapped = index;
+    std::swap(swapped[dim0], swapped[dim1]);
+    int64_t target = 0;
+    for (size_t d = 0; d < rank; ++d) target = target * shape[d] + swapped[d];
+    out[target] = v[flat];
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < a.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return make(shape, std::move(out), a.dtype);
 }
 
 TensorInfo ReferenceTensorOps::cast(const TensorInfo& a, const std::string& dtype) {

@@ -25,9 +25,12 @@ class ReferenceTensorOps final : public TensorOps {
   TensorInfo rsqrt(const TensorInfo& a) override;
   TensorInfo sum(const TensorInfo& a, int64_t dim) override;
   TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) override;
+  TensorInfo transpose(const TensorInfo& a, int64_t dim0, int64_t dim1) override;
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override;
   TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override;
   TensorInfo clone(const TensorInfo& a) override;
+  // Layout is not modelled here: a plain copy.
+  TensorInfo channels_last(const TensorInfo& a) override { return clone(a); }
 
  private:
   template <class F>

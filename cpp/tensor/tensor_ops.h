@@ -30,11 +30,15 @@ class TensorOps {
   // The sum over `dim`, which is dropped from the shape.
   virtual TensorInfo sum(const TensorInfo& a, int64_t dim) = 0;
   virtual TensorInfo reshape(const TensorInfo& a, const std::vector<int64_t>& shape) = 0;
+  // `a` with dimensions `dim0` and `dim1` swapped (laid out anew, contiguous).
+  virtual TensorInfo transpose(const TensorInfo& a, int64_t dim0, int64_t dim1) = 0;
   virtual TensorInfo cast(const TensorInfo& a, const std::string& dtype) = 0;
   // A tensor of `shape` filled with `value`, on the device and with the dtype of `like`.
   virtual TensorInfo full(const std::vector<int64_t>& shape, double value,
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
+  // A copy of a 4-D tensor laid out channels-last (NHWC strides); the values are the same.
+  virtual TensorInfo channels_last(const TensorInfo& a) = 0;
 };
 
 // A computed tensor (results come back as plain tensors) to be stored the way `like` is:

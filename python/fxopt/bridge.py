@@ -61,7 +61,7 @@ def qualname(target: Any) -> str:
 
 def resolve_target(name: str) -> Callable[..., Any]:
     """The callable a symbol names: the inverse of :func:`qualname`."""
-    if name.startswith("aten.") or name.startswith("prims."):
+    if name.startswith(("aten.", "prims.", "mkldnn.")):  # torch.ops namespaces
         namespace, *rest = name.split(".")
         obj: Any = getattr(torch.ops, namespace)
         for part in rest:
@@ -179,17 +179,22 @@ class Bridge:
         return graph
 
 
-def _value_info(node: torch.fx.Node) -> tuple[str, list[int]] | None:
-    """The dtype name and sizes (-1 for a symbolic size) of the node's tensor value where fx
-    recorded them (export's fake tensor in ``meta["val"]``, ShapeProp's ``meta["tensor_meta"]``),
-    else None."""
+def _value_info(node: torch.fx.Node) -> tuple[str, list[int], str] | None:
+    """The dtype name, sizes (-1 for a symbolic size) and device ("" when not recorded) of the
+    node's tensor value where fx recorded them (export's fake tensor in ``meta["val"]``,
+    ShapeProp's ``meta["tensor_meta"]``, which has no device), else None. The device is given
+    for strided tensors only, so equal devices also mean equal (strided) layouts."""
     value = node.meta.get("val")
+    device = ""
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+        device = str(value.device)
     if not isinstance(value, torch.Tensor):
         value = node.meta.get("tensor_meta")
         if not isinstance(getattr(value, "shape", None), torch.Size):
             return None
     assert value is not None
-    return dtype_name(value.dtype), [size if isinstance(size, int) else -1 for size in value.shape]
+    sizes = [size if isinstance(size, int) else -1 for size in value.shape]
+    return dtype_name(value.dtype), sizes, device
 
 
 def _lookup(root: torch.nn.Module, path: str) -> Any:

@@ -33,7 +33,7 @@ from rich.table import Table
 from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
-from . import models, presets
+from . import hardware, models, presets
 from .dummy_inputs import Inputs, split_inputs
 from .optimization import BuiltinTransformation, Transformation, compose
 from .stats import graph_stats, stats_table
@@ -222,9 +222,66 @@ class PassOutcome:
 
 @dataclass
 class Latency:
+    """Time per call of one candidate over the timed rounds (warm-up excluded), in ms."""
+
     median_ms: float
     min_ms: float
+    max_ms: float
+    q1_ms: float
+    """First quartile: with `q3_ms`, the interquartile range, the spread that decides whether
+    two candidates differ measurably (it ignores the odd run slowed by another job)."""
+    q3_ms: float
     runs: int
+    samples_ms: list[float]
+    """One time per round, in round order: candidates timed in the same round pair up."""
+
+    @classmethod
+    def of(cls, samples_ms: list[float]) -> Latency:
+        q1, q3 = _quartiles(samples_ms)
+        return cls(
+            median_ms=statistics.median(samples_ms),
+            min_ms=min(samples_ms),
+            max_ms=max(samples_ms),
+            q1_ms=q1,
+            q3_ms=q3,
+            runs=len(samples_ms),
+            samples_ms=list(samples_ms),
+        )
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+@dataclass
+class Speedup:
+    """A candidate's speed relative to a reference timed in the same rounds."""
+
+    ratio: float
+    """Reference median over candidate median: above 1, the candidate is faster."""
+    low: float
+    high: float
+    """Smallest and largest per-round ratio (reference time / candidate time in one round)."""
+    measurable: bool
+    """False when the two interquartile ranges overlap: the difference is within the noise."""
+
+    @classmethod
+    def of(cls, reference: Latency, candidate: Latency) -> Speedup:
+        per_round = [r / c for r, c in zip(reference.samples_ms, candidate.samples_ms, strict=True)]
+        overlap = reference.q1_ms <= candidate.q3_ms and candidate.q1_ms <= reference.q3_ms
+        return cls(reference.median_ms / candidate.median_ms, min(per_round), max(per_round), not overlap)
+
+    def text(self) -> str:
+        """`1.52x (rounds 1.41-1.63x)`, or `no measurable difference (...)` within the noise."""
+        spread = f"{self.ratio:.2f}x, rounds {self.low:.2f}-{self.high:.2f}x"
+        if not self.measurable:
+            return f"no measurable difference ({spread})"
+        return f"{self.ratio:.2f}x (rounds {self.low:.2f}-{self.high:.2f}x)" + (
+            "" if self.ratio >= 1 else ", slower"
+        )
 
 
 def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
@@ -238,6 +295,8 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     report["model_description"] = loaded.description
     report["inputs"] = _describe_inputs(inputs)
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
+    report["hardware"] = hardware.describe()
+    console.print(escape(f"CPU: {report['hardware']}"))
 
     with _phase(console, "running the eager model", timings, "eager_run"):
         expected = _run_eager(loaded, inputs)
@@ -256,15 +315,29 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     report["stats"] = {"before": before.to_json(), "after": after.to_json()}
     console.print(stats_table(before, after))
 
-    failed = False
+    failure = ""
     if args.verify:
+        accuracy = presets.get_preset(args.preset).accuracy if args.passes is None else None
+        rtol = args.rtol if args.rtol is not None or accuracy is None else accuracy.rtol
+        atol = args.atol if args.atol is not None or accuracy is None else accuracy.atol
         with _phase(console, "verifying against the eager model", timings, "verify"):
-            verdict = _verify(graph_module, expected, inputs, args.rtol, args.atol)
+            verdict = _verify(graph_module, expected, inputs, rtol, atol)
         report["verify"] = {"ok": verdict.ok, "rows": [asdict(row) for row in verdict.rows]}
         console.print(verdict.rich_table())
-        failed = not verdict.ok
+        if accuracy is not None:
+            report["verify"]["declared"] = asdict(accuracy)
+            failure = _accuracy_failure(args.preset, accuracy, verdict)
+        elif not verdict.ok:
+            failure = "the optimized model's outputs differ from the eager model's (see the verify table)"
+        if failure:
+            console.print(f"[bold red]verify FAILED:[/] {escape(failure)}")
     if args.bench:
-        report["bench"] = _bench(console, loaded.model, graph_module, inputs, args.warmup, args.repeats)
+        changed = sum(len(outcome["changed"]) for outcome in report["passes"])
+        if changed:
+            report["bench"] = _bench(console, loaded.model, graph_module, inputs, args.warmup, args.repeats)
+        else:
+            report["bench"] = {"skipped": NOTHING_CHANGED}
+            console.print(f"[yellow]{escape(NOTHING_CHANGED)}[/]")
     if args.save:
         with _phase(console, f"saving {args.save}", timings, "save"):
             save(graph_module, args.save)
@@ -275,9 +348,33 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         console.print(escape(f"report written to {args.json}"))
-    if failed:
-        raise CliError("the optimized model's outputs differ from the eager model's (see the verify table)")
+    if failure:
+        raise CliError(failure)
     return 0
+
+
+NOTHING_CHANGED = (
+    "nothing changed: no transformation rewrote a node of this graph, so the optimized model "
+    "computes exactly what the traced one does; no speedup timed"
+)
+
+
+def _accuracy_failure(preset: str, accuracy: presets.Accuracy, verdict: VerifyReport) -> str:
+    """Why the outputs fall outside what `preset` declares; '' when they are within it."""
+    declared = f"cosine >= {accuracy.min_cosine}"
+    if accuracy.rtol is not None or accuracy.atol is not None:
+        declared += f", rtol {accuracy.rtol}, atol {accuracy.atol}"
+    problems = [
+        f"{row.name} cosine {row.cosine:.6f}"
+        for row in verdict.rows
+        if row.cosine is not None and row.cosine < accuracy.min_cosine
+    ]
+    problems += [
+        f"{row.name} {row.note or f'max abs err {row.max_abs_err:.3g}'}" for row in verdict.failures
+    ]
+    if not problems:
+        return ""
+    return f"preset {preset!r} declares {declared} against float32, but: {'; '.join(problems)} (see the verify table)"
 
 
 def _transformations(args: argparse.Namespace) -> list[Transformation]:
@@ -435,28 +532,47 @@ def _bench(
     inputs: Inputs,
     warmup: int,
     repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
-    """Median latency of eager and optimized on the same inputs, warm-up runs excluded."""
+    """Eager and optimized timed in interleaved rounds, warm-up excluded; median and spread.
+
+    The speedup is the ratio of the medians, shown with the range of the per-round ratios; when
+    the two interquartile ranges overlap, the table says "no measurable difference" instead of
+    quoting a speedup that is noise.
+    """
     with _progress(console) as progress:
         task = progress.add_task("timing eager and optimized", total=warmup + repeats)
         results = measure_latency(
-            {"eager": eager, "optimized": optimized}, inputs, warmup, repeats, lambda: progress.advance(task)
+            {"eager": eager, "optimized": optimized},
+            inputs,
+            warmup,
+            repeats,
+            lambda: progress.advance(task),
+            clock=clock,
         )
-    eager_ms = results["eager"].median_ms
+    speedup = Speedup.of(results["eager"], results["optimized"])
     table = Table(
         title=f"latency, {torch.get_num_threads()} threads",
-        caption=f"{repeats} runs after {warmup} warm-up",
+        caption=f"{repeats} interleaved rounds after {warmup} warm-up; speedup: ratio of medians "
+        "(range: per-round ratios); overlapping IQRs: no measurable difference",
     )
-    for column in ("model", "median ms", "min ms", "speedup"):
+    for column in ("model", "median ms", "IQR ms", "min-max ms", "speedup"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for label, latency in results.items():
         table.add_row(
-            label, f"{latency.median_ms:.2f}", f"{latency.min_ms:.2f}", f"{eager_ms / latency.median_ms:.3f}x"
+            label,
+            f"{latency.median_ms:.2f}",
+            f"{latency.q1_ms:.2f}-{latency.q3_ms:.2f}",
+            f"{latency.min_ms:.2f}-{latency.max_ms:.2f}",
+            "reference" if label == "eager" else speedup.text(),
         )
     console.print(table)
     return {
         **{label: asdict(latency) for label, latency in results.items()},
-        "speedup": eager_ms / results["optimized"].median_ms,
+        "speedup": speedup.ratio,
+        "speedup_rounds": [speedup.low, speedup.high],
+        "measurable": speedup.measurable,
+        "verdict": speedup.text(),
         "threads": torch.get_num_threads(),
     }
 
@@ -479,29 +595,41 @@ def measure_latency(
     repeats: int,
     tick: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
+    budget_s: float | None = None,
+    min_repeats: int = 5,
 ) -> dict[str, Latency]:
-    """Median and minimum time per call of each candidate, after `warmup` untimed rounds.
+    """Time per call of each candidate over `repeats` rounds, after `warmup` untimed rounds.
 
     Candidates take turns, one call each per round, so load from elsewhere on the machine
-    slows them alike instead of penalising whichever ran during a busy spell; the median
-    resists the remaining noise. Calls run under no_grad, as inference does; `tick` is called
-    once per round. `clock` is wall time by default; the benchmarks pass `time.process_time`
-    with one torch thread, which counts the work done and not the waits for a busy machine.
+    slows them alike instead of penalising whichever ran during a busy spell, and the times of
+    one round pair up (`Speedup`). Calls run under no_grad, as inference does; `tick` is called
+    once per round. `clock` is wall time by default; `time.process_time` with one torch thread
+    counts the work done and not the waits for a busy machine. With `budget_s`, timing stops
+    after the first round that ends past that many seconds of timed rounds, once `min_repeats`
+    rounds are in: a large model at batch 8 then gets fewer rounds instead of taking minutes.
     """
     args, kwargs = split_inputs(inputs)
     times: dict[str, list[float]] = {label: [] for label in candidates}
+    timed_start = None
     with torch.no_grad():
         for round_index in range(warmup + repeats):
+            if round_index == warmup:
+                timed_start = time.perf_counter()
             for label, model in candidates.items():
                 start = clock()
                 model(*args, **kwargs)
                 if round_index >= warmup:
                     times[label].append((clock() - start) * 1e3)
             tick()
-    return {
-        label: Latency(median_ms=statistics.median(values), min_ms=min(values), runs=repeats)
-        for label, values in times.items()
-    }
+            done = round_index + 1 - warmup
+            if (
+                budget_s is not None
+                and timed_start is not None
+                and done >= min_repeats
+                and time.perf_counter() - timed_start > budget_s
+            ):
+                break
+    return {label: Latency.of(values) for label, values in times.items()}
 
 
 def save(graph_module: GraphModule, path: Path) -> None:

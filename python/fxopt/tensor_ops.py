@@ -83,8 +83,13 @@ class TorchTensorOps:
         return self._result(self.tensor(a).reshape(shape).clone())
 
     @torch.no_grad()
+    def transpose(self, a: _core.TensorInfo, dim0: int, dim1: int) -> _core.TensorInfo:
+        return self._result(self.tensor(a).transpose(dim0, dim1))
+
+    @torch.no_grad()
     def cast(self, a: _core.TensorInfo, dtype: str) -> _core.TensorInfo:
-        return self._result(self.tensor(a).to(getattr(torch, dtype), copy=True))
+        # A copy in the source's layout: a channels-last weight stays channels-last.
+        return self.register(self.tensor(a).detach().to(getattr(torch, dtype), copy=True))
 
     @torch.no_grad()
     def full(self, shape: list[int], value: float, like: _core.TensorInfo) -> _core.TensorInfo:
@@ -94,3 +99,8 @@ class TorchTensorOps:
     @torch.no_grad()
     def clone(self, a: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(self.tensor(a).clone())
+
+    @torch.no_grad()
+    def channels_last(self, a: _core.TensorInfo) -> _core.TensorInfo:
+        # Registered as is: _result's contiguous() would undo the layout.
+        return self.register(self.tensor(a).detach().clone(memory_format=torch.channels_last))

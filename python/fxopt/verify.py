@@ -23,6 +23,11 @@ multiplied by m: ResNet-50's logits (up to ~90) after folding 53 BatchNorms diff
 ~5e-5, a relative 5e-7, which a fixed 1e-5 would call a failure. An explicit `atol` is used as
 given. A leaf compared across two dtypes uses the looser tolerance of the two. Complex tensors use the
 tolerance of their real dtype. Non-tensor leaves (ints, strings, None) must be equal.
+
+Each floating-point row also reports the cosine similarity of the two tensors taken as flat vectors:
+the measure of drift that stays readable when a lower precision (bfloat16, int8) moves every
+element a little. It does not decide `ok`; callers that declare a minimum (the `--preset` accuracy
+of the command line) check it themselves.
 """
 
 from __future__ import annotations
@@ -54,12 +59,13 @@ _COLUMNS = (
     "dtype",
     "max abs err",
     "max rel err",
+    "cosine",
     "rtol",
     "atol",
     "result",
     "note",
 )
-_NUMERIC_COLUMNS = ("max abs err", "max rel err", "rtol", "atol")
+_NUMERIC_COLUMNS = ("max abs err", "max rel err", "cosine", "rtol", "atol")
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ class VerifyRow:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     """Largest |candidate - reference| / |reference| over elements where reference is non-zero."""
+    cosine: float | None = None
+    """Cosine similarity of candidate and reference as flat vectors (float64, elements finite in
+    both); None for integer and bool outputs."""
     rtol: float | None = None
     atol: float | None = None
     note: str = ""
@@ -87,6 +96,7 @@ class VerifyRow:
             self.dtype or "",
             _number(self.max_abs_err),
             _number(self.max_rel_err),
+            _cosine_text(self.cosine),
             _number(self.rtol),
             _number(self.atol),
             "pass" if self.ok else "FAIL",
@@ -107,6 +117,12 @@ class VerifyReport:
     @property
     def failures(self) -> list[VerifyRow]:
         return [row for row in self.rows if not row.ok]
+
+    @property
+    def min_cosine(self) -> float | None:
+        """The lowest cosine similarity over the floating-point outputs; None if there are none."""
+        cosines = [row.cosine for row in self.rows if row.cosine is not None]
+        return min(cosines) if cosines else None
 
     def __str__(self) -> str:
         """A plain-text table, one line per output, for logs and terminals without rich."""
@@ -234,6 +250,7 @@ def _compare(
         dtype=dtype,
         max_abs_err=max_abs,
         max_rel_err=max_rel,
+        cosine=cosine_similarity(expected, actual),
         rtol=rtol,
         atol=atol,
     )
@@ -267,6 +284,30 @@ def _errors(
     magnitude = reference.abs().to(torch.float64)
     relative = torch.where(magnitude > 0, difference / magnitude, 0.0)
     return float(difference.max()), float(relative.max()), close
+
+
+def cosine_similarity(expected: torch.Tensor, actual: torch.Tensor) -> float | None:
+    """Cosine similarity of two same-shaped tensors as flat vectors; None unless floating-point.
+
+    Computed in float64 (complex tensors as their real and imaginary parts) over the elements
+    finite in both. Equal vectors give exactly 1.0 (two all-zero ones included); an all-zero
+    vector against a non-zero one is unrelated (0.0).
+    """
+    if not (expected.is_floating_point() or expected.is_complex()):
+        return None
+    working = _working_dtype(expected.dtype)
+    reference = expected.detach().to(working)
+    other = actual.detach().to(device=reference.device, dtype=working)
+    if working.is_complex:
+        reference, other = torch.view_as_real(reference), torch.view_as_real(other)
+    finite = reference.isfinite() & other.isfinite()
+    reference, other = reference[finite], other[finite]
+    if torch.equal(reference, other):
+        return 1.0  # exactly, without the rounding of the division below
+    norms = float(reference.norm()) * float(other.norm())
+    if norms == 0.0:
+        return 0.0
+    return max(-1.0, min(1.0, float((reference * other).sum()) / norms))
 
 
 def _working_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -305,3 +346,8 @@ def _structure_difference(expected: pytree.TreeSpec, actual: pytree.TreeSpec) ->
 
 def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.3g}"
+
+
+def _cosine_text(value: float | None) -> str:
+    """Enough digits to tell 0.9999 from 0.999999: a cosine's interest is in its distance from 1."""
+    return "" if value is None else f"{value:.6f}"

@@ -1,6 +1,7 @@
 // Reference kernels for the activation and precision tests: relu, gelu (exact and tanh), silu
-// in every dialect, dtype casts (which keep the values: the reference tensors do not round) and
-// 2-D matrix products.
+// in every dialect, dtype casts (which keep the values: the reference tensors do not round),
+// 2-D matrix products, and oneDNN's fused linear as a Linear followed by its activation.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -52,6 +53,27 @@ Value matmul(ReferenceInterpreter& in, const Node&, const std::vector<Value>& ar
   return in.ops().make({n, m}, std::move(out), a.dtype);
 }
 
+// mkldnn._linear_pointwise(x, w, b, attr, scalars, algorithm): linear, then the post-op.
+Value onednn_linear(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) {
+  const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(2));
+  TensorInfo y =
+      linear(in.ops(), std::get<TensorInfo>(args.at(0)), std::get<TensorInfo>(args.at(1)), bias);
+  const std::string& attr = node.args().at(3).as<std::string>();
+  if (attr == "none") return y;
+  if (attr == "relu") return apply(in.ops(), y, relu);
+  if (attr == "swish") return apply(in.ops(), y, silu);
+  if (attr == "gelu")
+    return apply(in.ops(), y, node.args().at(5) == Arg("tanh") ? gelu_tanh : gelu);
+  if (attr == "hardtanh") {
+    const std::vector<Arg>& bounds = *node.args().at(4).sequence();
+    double lo = *bounds.at(0).number(), hi = *bounds.at(1).number();
+    std::vector<double> v = in.ops().values(y);
+    for (double& e : v) e = std::clamp(e, lo, hi);
+    return in.ops().make(y.shape, std::move(v), y.dtype);
+  }
+  throw std::invalid_argument("reference oneDNN linear: no post-op " + attr);
+}
+
 // A cast keeps the values; `type_as` takes the other operand's dtype.
 Value cast(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
   const TensorInfo& x = std::get<TensorInfo>(args.at(0));
@@ -83,6 +105,7 @@ void add_activation_kernels(ReferenceInterpreter& interpreter) {
   for (const char* f : {"_operator.matmul", "aten.matmul.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, matmul);
   interpreter.add_kernel(NodeKind::CallMethod, "matmul", matmul);
+  interpreter.add_kernel(NodeKind::CallFunction, "mkldnn._linear_pointwise.default", onednn_linear);
   for (const char* f : {"aten.to.dtype", "aten.type_as.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, cast);
   for (const char* m : {"to", "type_as"}) interpreter.add_kernel(NodeKind::CallMethod, m, cast);

@@ -45,6 +45,17 @@ ReferenceInterpreter::ReferenceInterpreter(const Program& program, ReferenceTens
   add_activation_kernels(*this);
 }
 
+TensorInfo ReferenceInterpreter::read_attribute(const std::string& path) const {
+  if (const TensorInfo* t = program_.attribute(Symbol::intern(path))) return *t;
+  // A module's own tensor ("fc.weight"), as fx's get_attr resolves it.
+  size_t dot = path.rfind('.');
+  const ModuleInfo* module =
+      dot == std::string::npos ? nullptr : program_.module(Symbol::intern(path.substr(0, dot)));
+  const TensorInfo* t = module ? module->tensor(path.substr(dot + 1)) : nullptr;
+  if (!t) throw std::invalid_argument("reference interpreter: no tensor at '" + path + "'");
+  return *t;
+}
+
 Value ReferenceInterpreter::evaluate(const Arg& arg, const std::map<const Node*, Value>& env) {
   if (Node* n = arg.node()) return env.at(n);
   if (auto v = arg.number()) return *v;
@@ -62,7 +73,7 @@ std::vector<TensorInfo> ReferenceInterpreter::run(const std::map<std::string, Te
         env[node] = inputs.at(node->target().str());
         break;
       case NodeKind::GetAttr:
-        env[node] = *program_.attribute(node->target());
+        env[node] = read_attribute(node->target().str());
         break;
       case NodeKind::Output: {
         std::vector<TensorInfo> outputs;
@@ -80,7 +91,8 @@ std::vector<TensorInfo> ReferenceInterpreter::run(const std::map<std::string, Te
         std::vector<Value> args;
         for (const Arg& a : node->args()) args.push_back(evaluate(a, env));
         for (const auto& [key, a] : node->kwargs().items)
-          if (key == "other" || key == "input" || key == "weight" || key == "bias")
+          if (key == "other" || key == "input" || key == "weight" || key == "bias" ||
+              key == "attn_mask")
             args.push_back(evaluate(a, env));
         env[node] = it->second(*this, *node, args);
       }

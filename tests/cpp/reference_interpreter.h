@@ -35,6 +35,7 @@ class ReferenceInterpreter {
 
  private:
   Value evaluate(const Arg& arg, const std::map<const Node*, Value>& env);
+  TensorInfo read_attribute(const std::string& path) const;
 
   const Program& program_;
   ReferenceTensorOps& ops_;
@@ -47,9 +48,13 @@ void add_linear_kernels(ReferenceInterpreter& interpreter);
 // Kernels for (transposed) convolution and batch norm in the module and ATen dialects, and
 // getitem 0 (reference_conv_kernels.cc).
 void add_conv_kernels(ReferenceInterpreter& interpreter);
-// Kernels for relu / gelu / silu in every dialect, dtype casts and 2-D matmul
-// (reference_activation_kernels.cc).
+// Kernels for relu / gelu / silu in every dialect, dtype casts, 2-D matmul and oneDNN's fused
+// linear (reference_activation_kernels.cc).
 void add_activation_kernels(ReferenceInterpreter& interpreter);
+
+// x W^T + b over the last dimension of x (b may be nullptr); reference_linear_kernels.cc.
+TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& w,
+                  const TensorInfo* b);
 
 // Largest absolute elementwise difference; infinity when the shapes differ.
 double max_abs_diff(ReferenceTensorOps& ops, const TensorInfo& a, const TensorInfo& b);

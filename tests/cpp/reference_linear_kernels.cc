@@ -1,5 +1,6 @@
 // Reference kernels for what the Linear passes produce and consume: Linear in every dialect,
-// last-dimension slices (torch.narrow, aten.slice.Tensor) and pads (F.pad, aten.constant_pad_nd).
+// last-dimension slices (torch.narrow, aten.slice.Tensor) and pads (F.pad, aten.constant_pad_nd),
+// the decomposed forms of a Linear (addmm, mm, matrix transposes) and reshapes.
 #include <stdexcept>
 
 #include "reference_interpreter.h"
@@ -14,6 +15,8 @@ const TensorInfo& tensor(const std::vector<Value>& args, size_t i) {
 int64_t integer(const std::vector<Value>& args, size_t i) {
   return static_cast<int64_t>(std::get<double>(args.at(i)));
 }
+
+}  // namespace
 
 // y[r, o] = sum_i x[r, i] * w[o, i] + b[o], over every leading index r.
 TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& w,
@@ -33,6 +36,8 @@ TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo
   shape.back() = out;
   return ops.make(shape, std::move(y), x.dtype);
 }
+
+namespace {
 
 Value module_linear(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) {
   const ModuleInfo& module = *in.program().module(node.target());
@@ -68,9 +73,57 @@ Value pad_last(ReferenceInterpreter& in, const Node& node, const std::vector<Val
   return in.ops().cat({x, column}, -1);
 }
 
+// addmm(b, x, wt) = linear(x, wt^T, b); mm(x, wt) = linear(x, wt^T).
+Value addmm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  return linear(in.ops(), tensor(args, 1), in.ops().transpose(tensor(args, 2), 0, 1),
+                &tensor(args, 0));
+}
+
+Value mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  if (tensor(args, 0).shape.size() != 2) throw std::invalid_argument("reference mm: 2-D only");
+  return linear(in.ops(), tensor(args, 0), in.ops().transpose(tensor(args, 1), 0, 1), nullptr);
+}
+
+Value transpose_matrix(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  if (tensor(args, 0).shape.size() != 2) throw std::invalid_argument("reference t: 2-D only");
+  return in.ops().transpose(tensor(args, 0), 0, 1);
+}
+
+// view / reshape to the sizes the node lists (as one list, or one by one), one of them -1.
+Value reshape(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) {
+  const TensorInfo& x = tensor(args, 0);
+  std::vector<Arg> sizes(node.args().begin() + 1, node.args().end());
+  if (sizes.size() == 1 && sizes[0].sequence()) sizes = *sizes[0].sequence();
+  std::vector<int64_t> shape;
+  int64_t known = 1, numel = 1;
+  for (int64_t d : x.shape) numel *= d;
+  for (const Arg& s : sizes) {
+    shape.push_back(s.integer().value());
+    if (shape.back() != -1) known *= shape.back();
+  }
+  for (int64_t& d : shape)
+    if (d == -1) d = numel / known;
+  return in.ops().reshape(x, shape);
+}
+
 }  // namespace
 
 void add_linear_kernels(ReferenceInterpreter& interpreter) {
+  for (const char* f : {"torch.addmm", "aten.addmm.default"})
+    interpreter.add_kernel(NodeKind::CallFunction, f, addmm);
+  interpreter.add_kernel(NodeKind::CallMethod, "addmm", addmm);
+  for (const char* f : {"torch.mm", "aten.mm.default"})
+    interpreter.add_kernel(NodeKind::CallFunction, f, mm);
+  interpreter.add_kernel(NodeKind::CallMethod, "mm", mm);
+  for (const char* f : {"torch.t", "aten.t.default", "aten.numpy_T.default", "aten.transpose.int",
+                        "aten.permute.default"})
+    interpreter.add_kernel(NodeKind::CallFunction, f, transpose_matrix);
+  for (const char* m : {"t", "transpose", "permute"})
+    interpreter.add_kernel(NodeKind::CallMethod, m, transpose_matrix);
+  for (const char* f : {"torch.reshape", "aten.view.default", "aten.reshape.default"})
+    interpreter.add_kernel(NodeKind::CallFunction, f, reshape);
+  for (const char* m : {"view", "reshape"})
+    interpreter.add_kernel(NodeKind::CallMethod, m, reshape);
   for (const char* type : {"torch.nn.modules.linear.Linear",
                            "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"})
     interpreter.add_kernel(NodeKind::CallModule, type, module_linear);

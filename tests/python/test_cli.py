@@ -6,15 +6,22 @@ is dominated by importing torch; one run uses the real MiniLM weights.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from rich.console import Console
+
+from fxopt import cli, presets
 
 TINY_BERT = {
     "model_type": "bert",
@@ -173,7 +180,13 @@ def test_optimize_factory_writes_json_and_a_standalone_artifact(workdir: Path) -
     assert before["operator.truediv"] == 1 and "operator.truediv" not in after
     assert after["operator.mul"] == 1
     assert report["verify"]["ok"] and report["verify"]["rows"][0]["max_abs_err"] is not None
-    assert report["bench"]["eager"]["runs"] == 2 and report["bench"]["speedup"] > 0
+    assert report["verify"]["rows"][0]["cosine"] > 0.99999
+    bench = report["bench"]
+    assert bench["eager"]["runs"] == 2 and len(bench["optimized"]["samples_ms"]) == 2
+    low, high = bench["speedup_rounds"]
+    assert bench["speedup"] > 0 and low <= high
+    assert bench["verdict"].startswith("no measurable difference") != bench["measurable"]
+    assert "fast paths:" in report["hardware"] and "CPU:" in result.stdout
     assert report["saved"] == str(artifact)
 
     sys.path.insert(0, str(workdir))
@@ -213,9 +226,157 @@ def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
 
 
 def test_optimize_minilm_with_real_weights() -> None:
-    result = fxopt("optimize", "minilm", "--verify", "--batch", "2", "--seq", "8")
+    """The main job of scripts/run.sh, on short inputs: fast preset within its declared accuracy."""
+    result = fxopt("optimize", "minilm", "--preset", "fast", "--verify", "--batch", "2", "--seq", "8")
     assert result.returncode == 0, result.stderr
-    assert "all-MiniLM-L6-v2" in result.stdout and "fxopt.verify: ok" in result.stdout
+    assert "all-MiniLM-L6-v2" in result.stdout and "fxopt.verify" in result.stdout
+    assert "verify FAILED" not in result.stdout
+
+
+def test_run_sh_main_job_is_the_fast_preset_verified_and_timed() -> None:
+    script = (Path(__file__).resolve().parents[2] / "scripts" / "run.sh").read_text()
+    assert "set -- optimize minilm --preset fast --verify --bench" in script
+
+
+def test_nothing_changed_is_said_and_not_timed(workdir: Path) -> None:
+    report_path = workdir / "unchanged.json"
+    result = fxopt(
+        "optimize", workdir / "tiny_bert.json", "--passes", "FuseBatchNormInConv", "--bench",
+        "--repeats", "2", "--warmup", "0", "--json", report_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "nothing changed" in result.stdout
+    assert "median ms" not in result.stdout and "timing eager" not in result.stdout  # no latency table
+    report = json.loads(report_path.read_text())
+    assert report["passes"][0]["changed"] == []
+    assert report["bench"] == {"skipped": cli.NOTHING_CHANGED}
+
+
+class FakeClock:
+    """A clock that only the fake models below move: each call lasts what its script says."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def model(self, durations_ms: list[float]) -> Callable[..., None]:
+        remaining: Iterator[float] = iter(durations_ms)
+
+        def call(*args: Any, **kwargs: Any) -> None:
+            self.now += next(remaining) / 1e3
+
+        return call
+
+
+def fake_bench(eager_ms: list[float], optimized_ms: list[float], warmup: int) -> tuple[dict[str, Any], str]:
+    clock = FakeClock()
+    console = Console(file=io.StringIO(), width=200)
+    result = cli._bench(
+        console,
+        clock.model(eager_ms),  # type: ignore[arg-type]
+        clock.model(optimized_ms),  # type: ignore[arg-type]
+        (torch.zeros(1),),
+        warmup,
+        len(eager_ms) - warmup,
+        clock=clock,
+    )
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    return result, output
+
+
+def test_overlapping_spreads_print_no_measurable_difference() -> None:
+    # The first round is warm-up (100 ms, excluded). Timed: eager 10..14, optimized 10.5..12.5.
+    eager = [100.0, 10.0, 12.0, 11.0, 13.0, 14.0]
+    optimized = [100.0, 11.0, 10.5, 12.5, 11.5, 12.0]
+    result, output = fake_bench(eager, optimized, warmup=1)
+    assert result["eager"]["runs"] == 5 and result["eager"]["samples_ms"] == pytest.approx(eager[1:])
+    # eager IQR 11-13 ms and optimized IQR 11-12 ms overlap
+    assert (result["eager"]["q1_ms"], result["eager"]["q3_ms"]) == pytest.approx((11.0, 13.0))
+    assert (result["optimized"]["q1_ms"], result["optimized"]["q3_ms"]) == pytest.approx((11.0, 12.0))
+    assert not result["measurable"]
+    assert result["speedup"] == pytest.approx(12.0 / 11.5)
+    assert "no measurable difference (1.04x, rounds" in output
+    assert result["verdict"].startswith("no measurable difference")
+
+
+def test_separated_spreads_print_the_speedup_with_its_per_round_range() -> None:
+    eager = [10.0, 10.0, 11.0, 12.0, 10.0]
+    optimized = [5.0, 5.0, 5.5, 6.0, 4.0]
+    result, output = fake_bench(eager, optimized, warmup=0)
+    assert result["measurable"]
+    assert result["speedup"] == pytest.approx(10.0 / 5.0)
+    # per-round ratios: 2, 2, 2, 2, 2.5
+    assert result["speedup_rounds"] == pytest.approx([2.0, 2.5])
+    assert "2.00x (rounds 2.00-2.50x)" in output and "no measurable difference (" not in output
+    slower, _ = fake_bench(optimized, eager, warmup=0)
+    assert slower["measurable"] and slower["verdict"].endswith("slower")
+
+
+def test_timing_budget_stops_after_the_minimum_rounds() -> None:
+    clock = FakeClock()
+    eager = clock.model([1.0] * 20)
+    latencies = cli.measure_latency(
+        {"eager": eager}, (torch.zeros(1),), 0, 20, clock=clock, budget_s=0.0, min_repeats=3
+    )
+    assert latencies["eager"].runs == 3
+
+
+def run_in_process(*arguments: str | Path) -> tuple[int, str, str]:
+    """`fxopt ...` in this process (so a test can monkeypatch presets): exit code, stdout, stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = stdout, stderr
+    try:
+        code = cli.main([str(argument) for argument in arguments])
+    finally:
+        sys.stdout, sys.stderr = old
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "fragments"),
+    [
+        # bfloat16 moves every output a little: an impossible cosine fails on the cosine alone ...
+        (presets.Accuracy(min_cosine=0.99999999, rtol=1e9, atol=1e9), ["cosine >= 0.99999999", "last_hidden_state cosine"]),
+        # ... and zero tolerances fail on the errors alone
+        (presets.Accuracy(min_cosine=-1.0, rtol=0.0, atol=0.0), ["rtol 0.0, atol 0.0", "max abs err"]),
+    ],
+)
+def test_fast_preset_outside_its_declared_accuracy_fails_loudly(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, accuracy: presets.Accuracy, fragments: list[str]
+) -> None:
+    tight = replace(
+        presets.get_preset("fast"), passes=lambda: ["ChangePrecision(dtype=bfloat16)"], accuracy=accuracy
+    )
+    monkeypatch.setitem(presets.PRESETS, "fast", tight)
+    report_path = workdir / "tight.json"
+    code, stdout, stderr = run_in_process(
+        "optimize", workdir / "tiny_bert.json", "--preset", "fast", "--verify", "--json", report_path
+    )
+    assert code == 1
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("fxopt: error: preset 'fast' declares") and "against float32" in line
+    for fragment in fragments:
+        assert fragment in line
+    assert "verify FAILED" in stdout
+    report = json.loads(report_path.read_text())
+    assert report["verify"]["declared"]["min_cosine"] == accuracy.min_cosine
+
+
+def test_fast_preset_within_its_declared_accuracy_passes(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loose = presets.Accuracy(min_cosine=0.99, rtol=0.5, atol=0.5)
+    monkeypatch.setitem(
+        presets.PRESETS,
+        "fast",
+        replace(presets.get_preset("fast"), passes=lambda: ["ChangePrecision(dtype=bfloat16)"], accuracy=loose),
+    )
+    code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--preset", "fast", "--verify")
+    assert code == 0, stderr
+    assert "verify FAILED" not in stdout
 
 
 @pytest.mark.parametrize(

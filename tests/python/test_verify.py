@@ -225,3 +225,34 @@ def test_default_atol_scales_with_the_output_magnitude() -> None:
                             torch.tensor([1.0, -0.5, 0.0])).ok
     assert not fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + error), reference,
                             atol=1e-5).ok
+
+
+def test_cosine_of_each_floating_output() -> None:
+    x = torch.tensor([3.0, 4.0, 0.0])
+    # [3, 4, 0] against [4, 3, 0]: cosine (12 + 12) / (5 * 5) = 0.96, worked out by hand.
+    swapped = fxopt.verify(Returns(lambda x: x), Returns(lambda x: x[[1, 0, 2]]), x)
+    assert row(swapped, "output").cosine == pytest.approx(0.96, abs=1e-12)
+    assert swapped.min_cosine == pytest.approx(0.96, abs=1e-12)
+    scaled = fxopt.verify(Returns(lambda x: x), Returns(lambda x: x * 2), x)
+    assert row(scaled, "output").cosine == pytest.approx(1.0)  # same direction, though not ok
+    assert not scaled.ok
+    opposite = fxopt.verify(Returns(lambda x: x), Returns(lambda x: -x), x)
+    assert row(opposite, "output").cosine == pytest.approx(-1.0)
+    assert "0.960000" in str(swapped) and "cosine" in str(swapped)
+
+
+def test_cosine_edge_cases() -> None:
+    zeros = torch.zeros(3)
+    assert row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.clone()), zeros), "output").cosine == 1.0
+    assert row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x + 1), zeros), "output").cosine == 0.0
+    # non-finite elements are left out; the finite ones are identical
+    x = torch.tensor([1.0, float("nan"), 2.0])
+    assert row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.clone()), x), "output").cosine == 1.0
+    # integer outputs have no cosine; the report's minimum covers floating outputs only
+    mixed = fxopt.verify(Returns(lambda x: (x, x.long())), Returns(lambda x: (x, x.long())), torch.ones(2))
+    assert row(mixed, "1").cosine is None and mixed.min_cosine == 1.0
+    assert fxopt.verify(Returns(lambda x: x), Returns(lambda x: x), torch.ones(2, dtype=torch.long)).min_cosine is None
+    # bfloat16 against float32 is compared in float64: close to 1, below it
+    y = torch.randn(256, generator=torch.Generator().manual_seed(0))
+    lowered = row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.bfloat16()), y), "output")
+    assert lowered.cosine is not None and 0.9999 < lowered.cosine < 1.0

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from ..hardware import onednn_bfloat16_available, onednn_linear_available
 from ..tensor_ops import dtype_name
 from .builtin import BuiltinTransformation
 
@@ -158,3 +159,148 @@ class ChangePrecision(BuiltinTransformation):
             "dtype_object": self.dtype,
             "full_dtype_objects": {"float32": torch.float32, "float64": torch.float64},
         }
+
+
+class FuseAttentionToSdpa(BuiltinTransformation):
+    """A hand-written attention becomes one ``F.scaled_dot_product_attention`` call.
+
+    ``softmax(q @ k.transpose(-2, -1) / c + mask, dim=-1) @ v`` (scale by division or
+    multiplication, also on q; additive mask, ``masked_fill`` or ``torch.where`` fill; softmax in
+    float32 followed by a cast back; dropout in eval mode) becomes
+    ``scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1/c)``: in symbolic traces
+    (``torch.matmul``, ``operator.truediv``, ``F.softmax``, ``x.softmax``, ``nn.Softmax``,
+    ``nn.Dropout``) and in exported ATen graphs (transformers' eager attention). Skipped, with the
+    reason in :attr:`report`: an intermediate value read elsewhere (e.g. attention weights
+    returned), a softmax over another dim, an active dropout, a non-constant scale. The result
+    matches within float rounding (fused kernels order the arithmetic differently). Reverse
+    rebuilds the removed nodes under their names and restores the code and outputs exactly.
+    """
+
+    core_pass = "FuseAttentionToSdpa"
+    preserves_computation = True
+
+
+class RemoveNoOps(BuiltinTransformation):
+    """Calls that return their input unchanged are removed; their users read the input.
+
+    Dropout in eval mode or with ``p=0`` (``nn.Dropout``, ``F.dropout(training=False)``,
+    ``aten.dropout(x, p, False)``), ``nn.Identity``, ``clone`` / ``detach`` / ``alias``,
+    ``contiguous()`` right after a Linear, matmul or embedding, casts to the dtype and device the
+    value already has (``x.to(...)``, ``x.float()``, ``aten.to.*``, ``aten._to_copy``) and
+    ``view`` / ``reshape`` / ``expand`` to the shape it already has, in every dialect. Dtypes,
+    devices and static shapes come from what fx recorded: exported graphs have them; for a
+    symbolic trace run ``torch.fx.passes.shape_prop.ShapeProp(gm).propagate(*inputs)`` first
+    (dtypes and shapes only, so a ``.to()`` that may name a device stays). A copy (``clone``,
+    ``_to_copy``) stays when it or its input is modified in place, or when the graph returns it;
+    every skipped candidate is listed in :attr:`report` with its reason. ``detach`` is removed
+    too: use the result for inference. Reverse puts every node back exactly.
+    """
+
+    core_pass = "RemoveNoOps"
+    preserves_computation = True
+
+
+class EliminateCommonSubexpressions(BuiltinTransformation):
+    """A call repeating an earlier one (same op, same arguments) is replaced by its result.
+
+    One pass in graph order with a hash of each call, so repeated chains (the attention-mask
+    arithmetic exported transformers graphs repeat, repeated ``size`` / ``view`` calls) collapse
+    in one run. Placeholders, random ops (dropout in training, ``rand*``, ``bernoulli``...),
+    in-place ops, runtime checks, calls of modules fxopt does not know to be pure, and values that
+    are (or may alias, or read) a value modified in place are never merged. Reverse puts every
+    dropped node back and points its users at it again.
+    """
+
+    core_pass = "EliminateCommonSubexpressions"
+    preserves_computation = True
+
+
+class EliminateDeadCode(BuiltinTransformation):
+    """Nodes whose value nothing reads, and whose call has no other effect, are removed.
+
+    Visits the graph last to first, so dead chains go in one run. Keeps placeholders, in-place
+    and random ops, runtime checks (see :class:`RemoveRuntimeAsserts`), prints and grad-mode
+    switches, and calls of modules not known to be pure (torch.nn's Linear, convolution,
+    normalization, activation, dropout, embedding, pooling and shape modules are; batch norm only
+    in eval mode); the reason for each is in :attr:`report`. Python functions fxopt does not know
+    count as pure, as in ``torch.fx.Graph.eliminate_dead_code``. Reverse puts every node back
+    with its name, arguments and position.
+    """
+
+    core_pass = "EliminateDeadCode"
+    preserves_computation = True
+
+
+class RemoveRuntimeAsserts(BuiltinTransformation):
+    """Opt-in: torch.export's runtime checks are removed, with the values only they read.
+
+    ``aten._assert_async`` / ``_assert_scalar`` / ``_assert_tensor_metadata``,
+    ``aten.sym_constrain_range(_for_size)``, ``torch._assert`` / ``torch._check*`` and the
+    ``_guards_fn`` call that checks input shapes in exported graphs. Outputs are unchanged for
+    inputs that satisfy what export assumed; for other inputs the graph no longer raises a clear
+    error, so this pass is not part of any preset. Reverse puts every check back.
+    """
+
+    core_pass = "RemoveRuntimeAsserts"
+    preserves_computation = True
+
+
+class RecognizeLinears(BuiltinTransformation):
+    """Matrix products with stored weights become Linears, so every Linear pass sees them.
+
+    ``addmm(b, x, W)`` (GPT-2's ``Conv1D``), ``mm(x, W) + b`` and ``matmul(x, W) + b`` (``x @ W``,
+    ``torch.matmul``, ``.matmul``, ATen) where ``W`` is a stored ``[in, out]`` tensor, or a stored
+    ``[out, in]`` one transposed on the way (``W.t()``, ``W.T``, ``transpose``, ``permute``), and
+    ``b`` a stored 1-D bias, become ``aten.linear`` in exported graphs and ``F.linear`` otherwise.
+    An ``[in, out]`` weight is transposed once and stored as a new attribute ``<path>_t``; the
+    original stays registered, untouched. Conv1D's flatten / unflatten views go too when the
+    shapes fx recorded prove they only flatten the leading dimensions (all sizes known: a static
+    export, or a symbolic trace after ``ShapeProp``); otherwise they stay around the Linear.
+    Products of two computed tensors (attention) are skipped with the reason in :attr:`report`.
+
+    Outputs match within float32 rounding (the GEMM may be called with another shape). Reverse
+    rebuilds the original nodes reading the original weight, exactly, and drops the copy.
+    """
+
+    core_pass = "RecognizeLinears"
+    preserves_computation = True
+
+
+class FuseLinearActivationOneDnn(BuiltinTransformation):
+    """A Linear, with the activation right after it, becomes one oneDNN fused linear call.
+
+    ``linear(x, W, b)`` followed by relu, gelu (exact or tanh), silu, sigmoid, tanh, hardswish or
+    relu6 as its only reader becomes ``torch.ops.mkldnn._linear_pointwise(x, W, b, attr, scalars,
+    algorithm)``; a Linear with other readers becomes the same call with ``attr="none"``. Weights
+    stay plain tensors (not reordered), so ``copy.deepcopy``, ``torch.save`` and
+    ``inplace=False`` keep working. Only CPU Linears whose weight dtype oneDNN runs here are
+    fused: float32 where this torch has the op, bfloat16 where the CPU runs it natively; the
+    others are skipped with the reason in :attr:`report`. The op has no autograd formula: use
+    the result for inference only. Reverse restores the Linear and activation nodes exactly.
+
+    Its worth comes from oneDNN's sgemm being faster than MKL's on some CPUs (measured on an AMD
+    EPYC Zen 4 with avx512_bf16); see the pass header (cpp/passes/fuse_linear_activation_onednn.h)
+    for the numbers.
+    """
+
+    core_pass = "FuseLinearActivationOneDnn"
+    preserves_computation = True
+
+    def core_options(self) -> dict[str, Any]:
+        dtypes = ["float32"] if onednn_linear_available() else []
+        if onednn_bfloat16_available():
+            dtypes.append("bfloat16")
+        return {**self.parameters(), "dtypes": dtypes}
+
+
+class ConvWeightsChannelsLast(BuiltinTransformation):
+    """2-D convolution weights are stored channels-last (NHWC strides), values unchanged.
+
+    torch gives a convolution's output the channels-last layout when its weight has it, so the
+    whole network then runs in oneDNN's fast NHWC layout without converting the input. Weights
+    are copied (``<path>_channels_last``); reverse points each convolution back at its original
+    weight, bit for bit. Outputs match float32 within its rounding (another loop order).
+    """
+
+    core_pass = "ConvWeightsChannelsLast"
+    preserves_computation = True

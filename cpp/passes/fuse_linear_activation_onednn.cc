@@ -1,0 +1,135 @@
+#include "passes/fuse_linear_activation_onednn.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "ops/activation.h"
+#include "ops/linear.h"
+#include "ops/targets.h"
+#include "rewrite/capture.h"
+
+namespace fxopt {
+namespace {
+
+// How oneDNN's fused linear names a post-op.
+struct PostOp {
+  std::string attr;
+  List scalars;
+  Arg algorithm;
+};
+
+std::optional<PostOp> post_op(const std::string& activation) {
+  if (activation == "gelu") return PostOp{"gelu", {}, "none"};
+  if (activation == "gelu_tanh") return PostOp{"gelu", {}, "tanh"};
+  if (activation == "relu6") return PostOp{"hardtanh", List{{0.0, 6.0}}, None{}};
+  if (activation == "silu") return PostOp{"swish", {}, None{}};
+  for (const char* same : {"relu", "sigmoid", "tanh", "hardswish"})
+    if (activation == same) return PostOp{same, {}, None{}};
+  return std::nullopt;
+}
+
+// The activation reading only `linear`'s output, with its post-op, if oneDNN can fuse it.
+std::optional<std::pair<Node*, PostOp>> fusable_activation(const Program& program, Node* linear) {
+  if (linear->users().size() != 1) return std::nullopt;
+  Node* user = linear->users().front();
+  std::string not_one;
+  std::optional<Activation> act = as_activation(program, *user, &not_one);
+  if (!act || act->input != linear) return std::nullopt;
+  std::optional<PostOp> op = post_op(act->name);
+  if (!op) return std::nullopt;
+  return std::pair{user, std::move(*op)};
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The tensor `name` of the Linear, read through a get_attr node before `anchor`; None if absent.
+Arg read_param(Rewriter& rewriter, const LinearView& view, Node* anchor, const char* name,
+               Node* read) {
+  if (!view.params.tensor(name)) return None{};
+  if (read) return read;
+  return rewriter.read_attribute(anchor, view.module() + "." + name);
+}
+
+}  // namespace
+
+FuseLinearActivationOneDnn::FuseLinearActivationOneDnn(std::vector<std::string> dtypes)
+    : dtypes_(std::move(dtypes)) {}
+
+std::unique_ptr<Pass> FuseLinearActivationOneDnn::from_options(const Dict& options) {
+  const Arg* dtypes = options.find("dtypes");
+  const std::vector<Arg>* items = dtypes ? dtypes->sequence() : nullptr;
+  if (!items) throw std::invalid_argument("option 'dtypes' must be a list of dtype names");
+  std::vector<std::string> names;
+  for (const Arg& item : *items) {
+    if (!item.is<std::string>())
+      throw std::invalid_argument("option 'dtypes' must be a list of dtype names");
+    names.push_back(item.as<std::string>());
+  }
+  return std::make_unique<FuseLinearActivationOneDnn>(std::move(names));
+}
+
+std::vector<Trigger> FuseLinearActivationOneDnn::triggers() const { return linear_triggers(); }
+
+void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
+  Rewriter& rewriter = ctx.rewriter;
+  if (dtypes_.empty())
+    return ctx.skip(*node,
+                    "oneDNN's fused linear is not available: this torch has no "
+                    "torch.ops.mkldnn._linear_pointwise, or oneDNN is disabled");
+  std::string why_not;
+  std::optional<LinearView> view = as_linear(rewriter.program(), *node, &why_not);
+  if (!view) return ctx.skip(*node, why_not);
+  if (std::ranges::find(dtypes_, view->dtype()) == dtypes_.end())
+    return ctx.skip(*node, "its weight is " + view->dtype() + "; oneDNN's fused linear runs " +
+                               joined(dtypes_) + " here");
+  if (view->device() != "cpu")
+    return ctx.skip(*node,
+                    "its weight is on " + view->device() + "; oneDNN's fused linear is CPU-only");
+
+  auto activation = fusable_activation(rewriter.program(), node);
+  std::vector<Node*> pattern = {node};
+  if (activation) pattern.push_back(activation->first);
+  Node* inputs[] = {view->input};
+  std::optional<Arg> captured = capture_nodes(pattern, inputs);
+  if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
+
+  Node* result = pattern.back();
+  PostOp op = activation ? activation->second : PostOp{"none", {}, None{}};
+  Args args = {view->input,
+               read_param(rewriter, *view, result, "weight", view->weight_node),
+               read_param(rewriter, *view, result, "bias", view->bias_node),
+               op.attr,
+               op.scalars,
+               op.algorithm};
+  Node* fused =
+      rewriter.insert_before(result, NodeKind::CallFunction, targets::kOnednnLinearPointwise,
+                             "linear_pointwise", std::move(args));
+  rewriter.replace_all_uses(result, fused);
+  for (auto it = pattern.rbegin(); it != pattern.rend(); ++it) rewriter.erase(*it);
+
+  Record record;
+  record.set("nodes", std::move(*captured));
+  set_reversal_record(rewriter, fused, ctx.signature, record);
+  ctx.changed(fused);
+}
+
+void FuseLinearActivationOneDnn::restore(PassContext& ctx, Node* node, const Record& record) const {
+  Rewriter& rewriter = ctx.rewriter;
+  if (node->args().size() != 6 || !node->args()[0].node())
+    throw PassError(*node, "is no longer the oneDNN linear this transformation made");
+  Node* inputs[] = {node->args()[0].node()};
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  if (rebuilt.empty()) throw PassError(*node, "malformed FuseLinearActivationOneDnn record");
+  std::vector<Node*> reads;
+  for (size_t i : {1, 2})
+    if (Node* read = node->args()[i].node()) reads.push_back(read);
+  rewriter.replace_and_erase(node, rebuilt.back());
+  for (Node* read : reads) rewriter.erase_if_unused_read(read);
+  ctx.restored(rebuilt.back());
+}
+
+}  // namespace fxopt

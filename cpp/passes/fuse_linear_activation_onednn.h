@@ -1,0 +1,51 @@
+// FuseLinearActivationOneDnn: a Linear, and the activation that is its only reader, become one
+// call of oneDNN's fused linear (torch.ops.mkldnn._linear_pointwise), with plain weights.
+//
+//   before:  %h = linear(%x, %w, %b)        after:  %y = mkldnn._linear_pointwise(%x, %w, %b,
+//            %y = gelu(%h)                                    "gelu", [], "none")
+//
+// Linears in every dialect (the Linear op view): a module's weight and bias are read through
+// get_attr nodes (`fc.weight`), the functional forms' get_attr operands are reused. Fused
+// activations (ops/activation.h names -> oneDNN attr): relu, gelu ("gelu", algorithm "none"),
+// gelu_tanh ("gelu", "tanh"), silu ("swish"), sigmoid, tanh, hardswish, relu6 ("hardtanh",
+// [0, 6]). Any other reader (mish, a residual add, a cast back after ChangePrecision) leaves the
+// activation alone and the Linear becomes the op with attr "none".
+// Weights stay plain tensors (no mkldnn._reorder_linear_weight): reordered weights are opaque
+// tensors that copy.deepcopy and torch.save refuse, which would break DeepCopy, inplace=False
+// and saving; plain ones keep working and are re-read as they are (nothing copied).
+// Availability is decided in Python, where torch is: option "dtypes" lists the weight dtypes
+// the running torch and CPU may fuse (float32 where the op exists and oneDNN is enabled,
+// bfloat16 where oneDNN runs it natively); other Linears, and those not on the CPU, are skipped
+// with the reason.
+// The op takes inputs of any rank (1-D to 4-D tried), non-contiguous inputs and weights, and a
+// None bias; float16 and float64 fail in oneDNN, hence the dtype list.
+// Numerics: oneDNN's GEMM sums in another order than MKL's (and its GELU / swish differ in the
+// last bits): expect ~1e-6 relative in float32, bfloat16 rounding in bfloat16.
+// Caveat: the op has no autograd formula: the transformed graph is for inference only.
+// Reverse rebuilds the captured Linear and activation (rewrite/capture.h); the weights were
+// never changed, so it is exact.
+// Measured: see the Python class's docstring (python/fxopt/optimization/passes.py), which
+// quotes bench numbers on AMD EPYC Zen 4 (avx512_bf16), oneDNN sgemm vs MKL.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rewrite/pass.h"
+
+namespace fxopt {
+
+class FuseLinearActivationOneDnn final : public Pass {
+ public:
+  explicit FuseLinearActivationOneDnn(std::vector<std::string> dtypes);
+  // From the options {"dtypes": [name, ...]}; throws std::invalid_argument if malformed.
+  static std::unique_ptr<Pass> from_options(const Dict& options);
+  std::vector<Trigger> triggers() const override;
+  void rewrite(PassContext& ctx, Node* candidate) const override;
+  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+
+ private:
+  std::vector<std::string> dtypes_;
+};
+
+}  // namespace fxopt
