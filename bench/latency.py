@@ -35,9 +35,11 @@ overlap: no measurable difference); cosine similarity and largest absolute error
 quantized (ao-int8). A variant that fails to prepare or run is listed with its reason; the
 run goes on.
 
-Run: `python bench/latency.py` (every model, batch 1 and 8, 1 and 2 threads; about 30-40
-minutes on a quiet 2-core machine), `--quick` (MiniLM and ResNet-50, batch 1, 1 thread, a few
-rounds: a few minutes), or pick with --models / --batches / --threads / --variants / --rounds.
+Run: `python bench/latency.py` (every model, batch 1 and 8, 1 and 2 threads: 24
+configurations; estimated 35-45 minutes on a quiet 2-core machine, a third of it torch.compile's
+48 compilations; --budget caps the timed rounds of each configuration), `--quick` (MiniLM and
+ResNet-50, batch 1, 1 thread, 5 rounds: 3-4 minutes on a busy machine), or pick with --models /
+--batches / --threads / --variants / --rounds.
 Writes bench/results/latency.md (latency_quick.md with --quick; --output NAME for others).
 """
 
@@ -46,6 +48,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import logging
 import os
 import sys
 import tempfile
@@ -280,9 +283,7 @@ def export_onnx(subject: Subject, path: Path) -> Path:
 def optimize_onnx(subject: Subject, source: Path) -> Path:
     from onnxruntime.transformers.optimizer import optimize_model
 
-    model_type = ORT_MODEL_TYPES.get(subject.name)
-    if model_type is None:
-        raise NotATransformer("ONNX Runtime's transformer optimizer has no model type for CNNs")
+    model_type = ORT_MODEL_TYPES[subject.name]
     optimized = optimize_model(str(source), model_type=model_type, num_heads=0, hidden_size=0)
     fused = {op: n for op, n in optimized.get_fused_operator_statistics().items() if n}
     subject.onnx.notes["optimized"] = "fused: " + (
@@ -301,14 +302,12 @@ def quantize_onnx(subject: Subject, source: Path) -> Path:
     return path
 
 
-class NotATransformer(ValueError):
-    pass
-
-
 def ort_preparer(kind: str) -> Callable[[Subject, int], Prepared]:
     def prepare(subject: Subject, threads: int) -> Prepared:
         import onnxruntime as ort
 
+        if kind == "optimized" and subject.name not in ORT_MODEL_TYPES:
+            return Prepared(None, note="not applicable: the transformer optimizer has no model type for CNNs")
         path = onnx_file(subject, kind)
         if isinstance(path, str):
             return failed(path)
@@ -534,7 +533,7 @@ def row_cells(row: Row) -> list[str]:
         "" if p.fxopt_s is None else f"{p.fxopt_s:.3f}",
         "" if p.changed is None else str(p.changed),
         "" if latency is None else str(latency.runs),
-        f"FAILED: {p.error}" if p.error else p.note,
+        (f"FAILED: {p.error}" if p.error else p.note).replace("|", "/"),  # a pipe would split the cell
     ]
 
 
@@ -557,11 +556,11 @@ def summary_section(rows: list[Row], variants: list[str]) -> list[str]:
         for variant in variants:
             row = by_key.get((model, batch, threads, variant))
             if row is None or row.speedup is None:
-                cells.append("failed" if row is not None else "")
+                cells.append("" if row is None else "failed" if row.prepared.error else "n/a")
             elif variant == "eager":
                 cells.append(f"{row.latency.median_ms:.1f} ms" if row.latency else "")
             else:
-                cosine = "" if row.cosine is None or row.cosine >= 0.999995 else f", cos {row.cosine:.4f}"
+                cosine = "" if row.cosine is None or row.cosine >= 0.99999 else f", cos {row.cosine:.6f}"
                 cells.append(speedup_text(row.speedup) + cosine)
         lines.append([model, str(batch), str(threads), *cells])
     return [
@@ -569,7 +568,8 @@ def summary_section(rows: list[Row], variants: list[str]) -> list[str]:
         "",
         "Ratio of median latencies (eager: its median). `≈`: the interquartile ranges of eager and the "
         "variant overlap, no measurable difference. The cosine of the main output against eager float32 "
-        "is shown where it is below 0.99999; `failed`: see the reason in the full table.",
+        "is shown where it is below 0.99999; `failed`: see the reason in the full table; `n/a`: not "
+        "applicable to this model.",
         "",
         *markdown_table(["model", "batch", "threads", *variants], lines),
         "",
@@ -646,12 +646,14 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--seq", type=int, default=128, help="sequence length of text models (default 128)")
     parser.add_argument("--rounds", type=int, help="timed rounds at most (default 15; --quick 5)")
     parser.add_argument("--min-rounds", type=int, default=5, help="timed rounds at least (default 5)")
-    parser.add_argument("--warmup", type=int, help="untimed rounds first (default 2; --quick 1)")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed rounds first, after the call that checks accuracy (default 1)"
+    )
     parser.add_argument(
         "--budget",
         type=float,
         help="seconds of timed rounds per configuration, after which timing stops once --min-rounds "
-        "are in (default 60; --quick 20)",
+        "are in (default 30; --quick 20)",
     )
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall (default) or cpu")
     parser.add_argument(
@@ -667,8 +669,7 @@ def parse_arguments() -> argparse.Namespace:
     args.threads = args.threads or ([1] if quick else [1, 2])
     args.variants = ["eager", *(v for v in (args.variants or VARIANTS) if v != "eager")]
     args.rounds = args.rounds or (5 if quick else 15)
-    args.warmup = args.warmup if args.warmup is not None else (1 if quick else 2)
-    args.budget = args.budget if args.budget is not None else (20.0 if quick else 60.0)
+    args.budget = args.budget if args.budget is not None else (20.0 if quick else 30.0)
     args.output = args.output or ("latency_quick" if quick else "latency")
     return args
 
@@ -676,6 +677,8 @@ def parse_arguments() -> argparse.Namespace:
 def main() -> None:
     args = parse_arguments()
     warnings.simplefilter("ignore")  # torch's deprecation chatter would bury the tables
+    logging.getLogger().setLevel(logging.ERROR)  # ONNX Runtime's tools log advice to the root logger
+    torch._logging.set_logs(all=logging.ERROR)  # torch.export's notes on specialised sizes
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     machine = machine_description()
     console = Console(width=220)
@@ -710,6 +713,10 @@ def main() -> None:
         "- prepare s: fxopt trace + passes; torch.compile's first call; quantize or `.to()`; "
         "ONNX export (+ optimize / quantize) + session creation. fxopt s: fxopt's own part "
         "(passes, sync, recompile). changed: nodes changed (fxopt), Linear modules quantized (ao-int8)",
+        "- torch.compile's preparation is cold (a fresh inductor cache directory) only for the first "
+        "compilation of a model, `compile` at the first batch and thread count: the later ones (freezing, "
+        "other threads and batches) reuse inductor's caches for the kernels they share with it, as a "
+        "user's second compilation would",
         f"- fxopt presets on this machine: default = {', '.join(presets.preset_passes('default'))}; "
         f"fast = {', '.join(presets.preset_passes('fast'))}",
         f"- ONNX: {args.onnx_exporter} exporter, one export per model with a dynamic batch axis; "
