@@ -48,7 +48,15 @@
 // where those still exist; the helper transpose or mask nodes are removed. So reverse restores
 // the graph's code and its outputs exactly, in this session or a later one, after a deep copy.
 //
-// Gains (batch 1, seq 128, hidden 384, 12 heads, one thread): see the numbers below.
+// Gains, measured on the 2-core AMD EPYC (Zen 4) dev machine, torch 2.13 CPU, one thread, batch
+// 1, seq 128, hidden 384, 12 heads, 15 interleaved rounds of 10 calls, median [min, max]:
+//   attention alone (q, k, v -> masked_fill causal -> softmax -> @ v), symbolic:
+//       1.10 [0.75, 2.06] ms -> 0.70 [0.68, 0.73] ms, 1.57x
+//   a user's attention module (qkv Linear, the above, output Linear), symbolic:
+//       2.86 [2.62, 3.58] ms -> 2.36 [2.29, 2.75] ms, 1.21x (1.07x-1.21x over three runs)
+//   6-layer BERT-like model, eager attention, torch.export graph, padding mask:
+//       44.4 [42.4, 55.1] ms -> 44.1 [41.8, 53.6] ms: no measurable difference (1.01x-1.06x
+//       over three runs, spreads overlap); at seq 128 the Linears and GELU dominate.
 #pragma once
 
 #include "rewrite/pass.h"
