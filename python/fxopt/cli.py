@@ -320,8 +320,9 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
         accuracy = presets.get_preset(args.preset).accuracy if args.passes is None else None
         rtol = args.rtol if args.rtol is not None or accuracy is None else accuracy.rtol
         atol = args.atol if args.atol is not None or accuracy is None else accuracy.atol
+        scale_atol = accuracy is not None and args.atol is None  # the preset's atol is relative
         with _phase(console, "verifying against the eager model", timings, "verify"):
-            verdict = _verify(graph_module, expected, inputs, rtol, atol)
+            verdict = _verify(graph_module, expected, inputs, rtol, atol, scale_atol)
         report["verify"] = {"ok": verdict.ok, "rows": [asdict(row) for row in verdict.rows]}
         console.print(verdict.rich_table())
         if accuracy is not None:
@@ -514,7 +515,12 @@ def _print_skips(console: Console, outcomes: list[PassOutcome]) -> None:
 
 
 def _verify(
-    graph_module: GraphModule, expected: Any, inputs: Inputs, rtol: float | None, atol: float | None
+    graph_module: GraphModule,
+    expected: Any,
+    inputs: Inputs,
+    rtol: float | None,
+    atol: float | None,
+    scale_atol: bool = False,
 ) -> VerifyReport:
     """Compare with the outputs recorded before transforming, so a pass that (wrongly) edited
     the eager model's weights in place could not hide its error by changing the reference too."""
@@ -522,7 +528,7 @@ def _verify(
     def recorded(*args: Any, **kwargs: Any) -> Any:
         return expected
 
-    return verify(recorded, graph_module, inputs, rtol=rtol, atol=atol)
+    return verify(recorded, graph_module, inputs, rtol=rtol, atol=atol, scale_atol=scale_atol)
 
 
 def _bench(

@@ -129,7 +129,9 @@ class Accuracy:
     """The drift a preset declares against the float32 model, which `--verify` enforces.
 
     Every floating-point output must have a cosine similarity of at least `min_cosine` with the
-    reference and stay within `rtol` / `atol` (None: fxopt.verify's dtype-aware defaults).
+    reference and stay within `rtol` / `atol` (None: fxopt.verify's dtype-aware defaults). `atol`
+    is stated for outputs of magnitude up to 1 and scales with each output's largest magnitude
+    (``fxopt.verify(..., scale_atol=True)``), as bfloat16 rounding does.
     """
 
     min_cosine: float

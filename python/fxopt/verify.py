@@ -155,6 +155,8 @@ def verify(
     inputs: Inputs,
     rtol: float | None = None,
     atol: float | None = None,
+    *,
+    scale_atol: bool = False,
 ) -> VerifyReport:
     """Run `reference` and `candidate` on `inputs` and compare their outputs leaf by leaf.
 
@@ -163,6 +165,8 @@ def verify(
         inputs: one tensor, a tuple of positional arguments or a dict of keyword arguments.
             Each callable gets its own copy, so in-place updates by one cannot leak into the other.
         rtol, atol: override the dtype-aware defaults (module docstring) for every tensor leaf.
+        scale_atol: multiply an explicit `atol` by each leaf's largest magnitude (at least 1), as
+            the default atol is: a tolerance stated for outputs of magnitude up to 1.
 
     Both run under torch.no_grad(). Outputs missing from either side, differing container
     types, shapes or non-tensor values are failures, reported as rows.
@@ -177,7 +181,7 @@ def verify(
     expected_named = {_leaf_name(path): leaf for path, leaf in expected_leaves}
     actual_named = {_leaf_name(path): leaf for path, leaf in actual_leaves}
     rows = [
-        _compare(name, leaf, actual_named[name], rtol, atol)
+        _compare(name, leaf, actual_named[name], rtol, atol, scale_atol)
         if name in actual_named
         else VerifyRow(name, ok=False, note="missing from candidate")
         for name, leaf in expected_named.items()
@@ -222,7 +226,7 @@ def _leaf_name(path: tuple[Any, ...]) -> str:
 
 
 def _compare(
-    name: str, expected: Any, actual: Any, rtol: float | None, atol: float | None
+    name: str, expected: Any, actual: Any, rtol: float | None, atol: float | None, scale_atol: bool
 ) -> VerifyRow:
     """Compare one leaf: numerically for tensors, by equality for anything else."""
     if not isinstance(expected, torch.Tensor) or not isinstance(actual, torch.Tensor):
@@ -241,7 +245,8 @@ def _compare(
         default_tolerance(expected.dtype), default_tolerance(actual.dtype)
     )
     rtol = default_rtol if rtol is None else rtol
-    atol = default_atol * _magnitude(expected) if atol is None else atol
+    if atol is None or scale_atol:
+        atol = (default_atol if atol is None else atol) * _magnitude(expected)
     max_abs, max_rel, close = _errors(expected, actual, rtol, atol)
     return VerifyRow(
         name,

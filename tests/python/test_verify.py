@@ -256,3 +256,12 @@ def test_cosine_edge_cases() -> None:
     y = torch.randn(256, generator=torch.Generator().manual_seed(0))
     lowered = row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.bfloat16()), y), "output")
     assert lowered.cosine is not None and 0.9999 < lowered.cosine < 1.0
+
+
+def test_scale_atol_states_the_tolerance_for_magnitude_one() -> None:
+    reference = lambda x: x * 100.0  # noqa: E731  (outputs up to 100)
+    candidate = lambda x: x * 100.0 + 0.5  # noqa: E731
+    x = torch.ones(4)
+    assert not fxopt.verify(reference, candidate, x, rtol=0.0, atol=0.01).ok
+    scaled = fxopt.verify(reference, candidate, x, rtol=0.0, atol=0.01, scale_atol=True)
+    assert scaled.ok and scaled.rows[0].atol == pytest.approx(1.0)

@@ -1,0 +1,86 @@
+"""The presets on every bundled model: `default` preserves float32 results and changes something
+on each; `fast` stays within the accuracy it declares (accuracy is a test; speed is the
+benchmark, bench/latency.py); `fxopt.optimize` and `fxopt.preset` are the one-call path."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import fxopt
+from fxopt import hardware, models, presets
+from fxopt.dummy_inputs import split_inputs
+from fxopt.optimization import ChangePrecision
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module", params=list(models.BUNDLED))
+def traced(request: pytest.FixtureRequest) -> tuple[str, torch.nn.Module, torch.fx.GraphModule, dict]:  # type: ignore[type-arg]
+    loaded = models.load_model(request.param)
+    inputs = models.make_inputs(loaded, 2, 32)
+    assert isinstance(inputs, dict)
+    return request.param, loaded.model, fxopt.trace(loaded.model, example_inputs=inputs), inputs
+
+
+def test_default_preserves_float32_and_changes_every_bundled_model(traced) -> None:  # type: ignore[no-untyped-def]
+    name, model, gm, inputs = traced
+    transformation = presets.preset("default")
+    optimized = transformation(gm)
+    changed = sum(len(t.report.changed) for t in transformation.transformations if t.report)
+    assert changed > 0, f"default changed nothing on {name}"
+    report = fxopt.verify(model, optimized, inputs)
+    assert report.ok, f"{name}:\n{report}"
+    assert report.min_cosine is not None and report.min_cosine > 0.99999
+
+
+def test_fast_meets_its_declared_accuracy_on_every_bundled_model(traced) -> None:  # type: ignore[no-untyped-def]
+    name, model, gm, inputs = traced
+    declared = presets.get_preset("fast").accuracy
+    assert declared is not None
+    optimized = fxopt.optimize(gm, "fast")
+    lowered = any(isinstance(p, torch.Tensor) and p.dtype == torch.bfloat16 for p in optimized.parameters())
+    assert lowered == hardware.fast_bfloat16_cpu()  # bf16 only where the CPU runs it natively
+    report = fxopt.verify(model, optimized, inputs, rtol=declared.rtol, atol=declared.atol, scale_atol=True)
+    assert report.ok, f"{name}:\n{report}"
+    assert report.min_cosine is not None and report.min_cosine >= declared.min_cosine, f"{name}:\n{report}"
+
+
+def test_fast_reverses_exactly_and_leaves_its_input_alone() -> None:
+    loaded = models.load_model("minilm")
+    inputs = models.make_inputs(loaded, 2, 16)
+    gm = fxopt.trace(loaded.model, example_inputs=inputs)
+    args, kwargs = split_inputs(inputs)
+    expected, code = gm(*args, **kwargs), gm.code
+    states = {name: p.clone() for name, p in gm.state_dict().items()}
+    transformation = fxopt.preset("fast")
+
+    optimized = transformation(gm)
+    assert gm.code == code  # inplace=False: the input is untouched
+    assert all(torch.equal(states[name], p) for name, p in gm.state_dict().items())
+    restored = transformation(optimized, reverse=True)
+    got = restored(*args, **kwargs)
+    assert all(torch.equal(a, b) for a, b in zip(got.values(), expected.values()))
+    assert {n: p for n, p in restored.named_parameters()}.keys() >= {n for n, _ in gm.named_parameters()}
+
+
+def test_fast_uses_bfloat16_only_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: False)
+    assert not any(spec.startswith("ChangePrecision") for spec in presets.preset_passes("fast"))
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: True)
+    assert "ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")
+    assert isinstance(presets.build("ChangePrecision(dtype=bfloat16)"), ChangePrecision)
+
+
+def test_optimize_traces_a_module_and_rejects_other_values() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 3, 8, 8)
+    optimized = fxopt.optimize(copy.deepcopy(model), "default", example_inputs=(x,))
+    assert isinstance(optimized, torch.fx.GraphModule)
+    torch.testing.assert_close(optimized(x), model(x), atol=1e-5, rtol=1e-5)
+    with pytest.raises(TypeError, match="nn.Module or a GraphModule"):
+        fxopt.optimize("bert", "default")  # type: ignore[arg-type]
+    with pytest.raises(presets.PassSpecError, match="unknown preset"):
+        fxopt.optimize(model, "fastest")
