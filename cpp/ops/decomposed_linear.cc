@@ -51,7 +51,7 @@ Node* transposed(const Node& node) {
   bool swap = false;
   if (is_one_of(node, t_forms)) {
     swap = args.size() == 1;
-  } else if (node.is(NodeKind::CallFunction, Symbol::intern("builtins.getattr"))) {
+  } else if (node.is(NodeKind::CallFunction, Symbol::intern("getattr"))) {  // W.T, W.mT
     swap = args.size() == 2 && (args[1] == Arg("T") || args[1] == Arg("mT"));
   } else if (is_one_of(node, transpose_forms)) {
     swap = args.size() == 3 && dim_of(args[1]) >= 0 && dim_of(args[2]) >= 0 &&

@@ -116,7 +116,7 @@ void add_linear_kernels(ReferenceInterpreter& interpreter) {
     interpreter.add_kernel(NodeKind::CallFunction, f, mm);
   interpreter.add_kernel(NodeKind::CallMethod, "mm", mm);
   for (const char* f : {"torch.t", "aten.t.default", "aten.numpy_T.default", "aten.transpose.int",
-                        "aten.permute.default"})
+                        "aten.permute.default", "getattr"})
     interpreter.add_kernel(NodeKind::CallFunction, f, transpose_matrix);
   for (const char* m : {"t", "transpose", "permute"})
     interpreter.add_kernel(NodeKind::CallMethod, m, transpose_matrix);
