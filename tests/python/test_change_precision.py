@@ -40,6 +40,19 @@ class Mixed(nn.Module):
         return self.head(y @ y.transpose(0, 1) @ y).softmax(-1)
 
 
+def check_low_outputs_and_reverse(t: ChangePrecision, gm: torch.fx.GraphModule, model: nn.Module,
+                                  caller: dict, x: torch.Tensor, expected: list[torch.Tensor], code: str,
+                                  states: dict) -> None:  # type: ignore[type-arg]  # fmt: skip
+    """Outputs keep float32 and stay close; the caller's model is untouched (copy-on-write);
+    reverse restores outputs, code and tensors exactly."""
+    got = outputs(gm, x)
+    assert [g.dtype for g in got] == [torch.float32]
+    assert_outputs_close(got, expected, atol=TOLERANCE[t.dtype], rtol=TOLERANCE[t.dtype])
+    assert_same_tensors(model, caller, same_storage=True)
+    check_reverse(t, gm, (x,), expected, code, states)
+    assert_same_tensors(model, caller, same_storage=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_without_dtypes_each_op_runs_in_low_precision_between_casts(dtype: torch.dtype) -> None:
     model = Mixed().eval()
@@ -61,13 +74,7 @@ def test_without_dtypes_each_op_runs_in_low_precision_between_casts(dtype: torch
                                  [("conv", "weight"), ("conv", "bias"), ("fc", "weight"), ("fc", "bias"), ("head", "weight")])  # fmt: skip
     assert len(gm.graph.nodes) == nodes + 12
     assert not t.preserves_computation
-    got = outputs(gm, x)
-    assert [g.dtype for g in got] == [torch.float32]
-    assert_outputs_close(got, expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
-    assert_same_tensors(model, caller, same_storage=True)  # copy-on-write
-
-    check_reverse(t, gm, (x,), expected, code, states)
-    assert_same_tensors(model, caller, same_storage=True)
+    check_low_outputs_and_reverse(t, gm, model, caller, x, expected, code, states)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -94,13 +101,7 @@ def test_with_dtypes_the_whole_graph_is_lowered(dialect: str, dtype: torch.dtype
     used = {n: p for n, p in gm.named_parameters() if n.split(".")[0].endswith(str(dtype)[6:]) or n.endswith(str(dtype)[6:])}
     assert len(used) == 5 and all(p.dtype == dtype for p in used.values())
     assert t.report.skipped == [] and len(t.report.changed) == 2 + (5 if dialect == "export" else 3)
-    got = outputs(gm, x)
-    assert [g.dtype for g in got] == [torch.float32]
-    assert_outputs_close(got, expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
-    assert_same_tensors(model, caller, same_storage=True)  # copy-on-write
-
-    check_reverse(t, gm, (x,), expected, code, states)
-    assert_same_tensors(model, caller, same_storage=True)
+    check_low_outputs_and_reverse(t, gm, model, caller, x, expected, code, states)
 
 
 class Islands(nn.Module):
