@@ -278,9 +278,10 @@ class FuseLinearActivationOneDnn(BuiltinTransformation):
     others are skipped with the reason in :attr:`report`. The op has no autograd formula: use
     the result for inference only. Reverse restores the Linear and activation nodes exactly.
 
-    Its worth comes from oneDNN's sgemm being faster than MKL's on some CPUs (measured on an AMD
-    EPYC Zen 4 with avx512_bf16); see the pass header (cpp/passes/fuse_linear_activation_onednn.h)
-    for the numbers.
+    Its worth comes from oneDNN's sgemm being faster than MKL's on some CPUs: measured on an AMD
+    EPYC Zen 4 (avx512_bf16), one thread, batch 1, seq 128, 1.11x on MiniLM, 1.20x on BERT-base,
+    1.48x on GPT-2 in float32; after ``ChangePrecision(torch.bfloat16)`` within noise (0-7%).
+    Numbers and conditions in cpp/passes/fuse_linear_activation_onednn.h.
     """
 
     core_pass = "FuseLinearActivationOneDnn"
