@@ -121,8 +121,7 @@ Arg Session::to_arg(nb::handle value) {
   // One id per distinct value: the same object, or an equal torch.device / dtype / layout /
   // memory_format (immutable values torch.export spells as a new object per node), so passes
   // that compare arguments (EliminateCommonSubexpressions) see equal values as equal.
-  if (auto it = opaque_by_object_.find(o); it != opaque_by_object_.end())
-    return Opaque{it->second};
+  if (auto it = opaque_by_object_.find(o); it != opaque_by_object_.end()) return Opaque{it->second};
   std::string_view type = Py_TYPE(o)->tp_name;
   bool by_value = type == "torch.device" || type == "torch.dtype" || type == "torch.layout" ||
                   type == "torch.memory_format";

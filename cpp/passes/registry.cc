@@ -6,8 +6,8 @@
 #include "passes/conv_weights_channels_last.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
-#include "passes/fuse_batch_norm_in_conv.h"
 #include "passes/fuse_attention_to_sdpa.h"
+#include "passes/fuse_batch_norm_in_conv.h"
 #include "passes/fuse_batch_norm_in_linear.h"
 #include "passes/fuse_bias_in_linear.h"
 #include "passes/fuse_linear_activation_onednn.h"
@@ -50,25 +50,25 @@ const std::vector<PassInfo>& all_passes() {
       {"EliminateCommonSubexpressions",
        "a call repeating an earlier one with the same arguments is replaced by its result", true,
        true, make_plain<EliminateCommonSubexpressions>},
-      {"EliminateDeadCode", "nodes whose value nothing reads and that have no side effect go",
-       true, true, make_plain<EliminateDeadCode>},
+      {"EliminateDeadCode", "nodes whose value nothing reads and that have no side effect go", true,
+       true, make_plain<EliminateDeadCode>},
       {"RemoveRuntimeAsserts",
-       "torch.export's runtime checks go, with the values only they read (opt-in: no checks)",
-       true, true, make_plain<RemoveRuntimeAsserts>},
+       "torch.export's runtime checks go, with the values only they read (opt-in: no checks)", true,
+       true, make_plain<RemoveRuntimeAsserts>},
       {"ChangeTrueDivToMulByInverse",
        "division by a constant becomes multiplication by its inverse", true, true,
        make_plain<ChangeTrueDivToMulByInverse>},
       {"RecognizeLinears",
-       "matrix products with stored weights (addmm, mm / matmul + bias) become Linears", true,
-       true, make_plain<RecognizeLinears>},
+       "matrix products with stored weights (addmm, mm / matmul + bias) become Linears", true, true,
+       make_plain<RecognizeLinears>},
       {"FuseBatchNorm2dInConv2d", "an eval-mode BatchNorm2d after a Conv2d folds into its weights",
        true, true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(true); }},
       {"FuseBatchNormInConv",
        "an eval-mode batch norm after any (transposed) convolution folds into its weights", true,
        true, [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(false); }},
       {"ConvWeightsChannelsLast",
-       "2-D convolution weights are stored channels-last, so oneDNN runs the network in NHWC",
-       true, true, make_plain<ConvWeightsChannelsLast>},
+       "2-D convolution weights are stored channels-last, so oneDNN runs the network in NHWC", true,
+       true, make_plain<ConvWeightsChannelsLast>},
       {"FuseBatchNorm1dInLinear",
        "an eval-mode BatchNorm1d before or after a Linear folds into its weights", true, true,
        make_plain<FuseBatchNorm1dInLinear>},
