@@ -346,12 +346,18 @@ void restore_lowered(Rewriter& rewriter, Node* node, const Arg& what) {
   if ((*entry)[0].as<std::string>() == "dtypes") {
     Args args = node->args();
     Kwargs kwargs = node->kwargs();
-    for (const Arg& item : *(*entry)[1].sequence()) {
-      const std::vector<Arg>& where_what = *item.sequence();
-      if (std::optional<int64_t> index = where_what[0].integer())
-        args.at(size_t(*index)) = where_what[1];
+    const std::vector<Arg>* items = (*entry)[1].sequence();
+    if (!items) throw PassError(*node, "malformed precision record");
+    for (const Arg& item : *items) {
+      const std::vector<Arg>* where_what = item.sequence();
+      if (!where_what || where_what->size() != 2)
+        throw PassError(*node, "malformed precision record");
+      if (std::optional<int64_t> index = (*where_what)[0].integer())
+        args.at(size_t(*index)) = (*where_what)[1];
+      else if ((*where_what)[0].is<std::string>())
+        kwargs.set((*where_what)[0].as<std::string>(), (*where_what)[1]);
       else
-        kwargs.set(where_what[0].as<std::string>(), where_what[1]);
+        throw PassError(*node, "malformed precision record");
     }
     rewriter.set_inputs(node, std::move(args), std::move(kwargs));
     return;
