@@ -60,6 +60,12 @@ class Node {
   bool is(NodeKind kind, Symbol target) const { return kind_ == kind && target_ == target; }
   // Positional argument `index`, else keyword `keyword`, else nullptr: fx allows both spellings.
   const Arg* input(size_t index, std::string_view keyword) const;
+  // Calls fn(Node*) for every node reference in args, then kwargs (duplicates included).
+  template <class F>
+  void for_each_input(F&& fn) const {
+    for (const Arg& arg : args_) arg.for_each_node(fn);
+    for (const auto& [key, value] : kwargs_.items) value.for_each_node(fn);
+  }
   // Render like fx's `%name : kind[target=...](args = ..., kwargs = ...)`.
   std::string describe() const;
 

@@ -323,8 +323,7 @@ std::unordered_set<const Node*> written_in_place(const Program& program) {
     if (!is_mutating(program, *node)) continue;
     written_roots.insert(root[node]);
     auto add = [&](Node* operand) { written_roots.insert(root_of(operand)); };
-    for (const Arg& a : node->args()) a.for_each_node(add);
-    for (const auto& [key, a] : node->kwargs().items) a.for_each_node(add);
+    node->for_each_input(add);
   }
   std::unordered_set<const Node*> written;
   if (written_roots.empty()) return written;

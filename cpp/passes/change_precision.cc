@@ -218,8 +218,7 @@ class GraphLowering {
         full_operands.push_back(input);
       }
     };
-    for (const Arg& arg : node->args()) arg.for_each_node(see);
-    for (const auto& [key, value] : node->kwargs().items) value.for_each_node(see);
+    node->for_each_input(see);
     if (low && full && needs_matching_float_operands(program_, *node)) {
       cast_operands(node, full_operands);
       return Precision::Low;
@@ -240,8 +239,7 @@ class GraphLowering {
       any = true;
       all &= input->dtype() == named;
     };
-    for (const Arg& arg : node.args()) arg.for_each_node(see);
-    for (const auto& [key, value] : node.kwargs().items) value.for_each_node(see);
+    node.for_each_input(see);
     return any && all;
   }
 
@@ -251,8 +249,7 @@ class GraphLowering {
       Precision p = state_.at(input);
       all &= p != Precision::Full && p != Precision::Unknown;
     };
-    for (const Arg& arg : node.args()) arg.for_each_node(see);
-    for (const auto& [key, value] : node.kwargs().items) value.for_each_node(see);
+    node.for_each_input(see);
     return all;
   }
 

@@ -86,8 +86,7 @@ void EliminateCommonSubexpressions::rewrite(PassContext& ctx, Node* node) const 
     if (!effect.empty()) return std::string(effect);
     bool written = written_.contains(&n);
     auto check = [&](Node* operand) { written |= written_.contains(operand); };
-    for (const Arg& a : n.args()) a.for_each_node(check);
-    for (const auto& [key, a] : n.kwargs().items) a.for_each_node(check);
+    n.for_each_input(check);
     return written ? "reads or aliases a value modified in place" : "";
   };
 

@@ -204,8 +204,7 @@ std::optional<std::string> contain(Match& m) {
                   ", which is neither an input of the attention nor used only by it";
     };
     Node* n = m.interior[i];
-    for (const Arg& a : n->args()) a.for_each_node(visit);
-    for (const auto& [key, a] : n->kwargs().items) a.for_each_node(visit);
+    n->for_each_input(visit);
     if (problem) return problem;
   }
   m.inside.erase(m.out);
@@ -232,8 +231,7 @@ std::optional<Arg> capture_runs(const Graph& graph, std::vector<Node*> interior,
         reads.items.push_back(std::move(index));
     };
     for (Node* n : run) {
-      for (const Arg& a : n->args()) a.for_each_node(note);
-      for (const auto& [key, a] : n->kwargs().items) a.for_each_node(note);
+      n->for_each_input(note);
     }
     std::optional<Arg> nodes = capture_nodes(run, known);
     if (!nodes) return std::nullopt;

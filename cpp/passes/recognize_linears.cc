@@ -52,8 +52,7 @@ std::vector<Node*> outside_reads(const std::vector<Node*>& pattern, Node* input)
       found.push_back(n);
   };
   for (const Node* node : pattern) {
-    for (const Arg& a : node->args()) a.for_each_node(visit);
-    for (const auto& [key, a] : node->kwargs().items) a.for_each_node(visit);
+    node->for_each_input(visit);
   }
   return found;
 }

@@ -12,8 +12,7 @@ std::vector<Node*> operands(const Node& node) {
   auto add = [&](Node* n) {
     if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
   };
-  for (const Arg& a : node.args()) a.for_each_node(add);
-  for (const auto& [key, a] : node.kwargs().items) a.for_each_node(add);
+  node.for_each_input(add);
   return nodes;
 }
 

@@ -39,10 +39,7 @@ Arg capture_removal(const Node& node) {
   auto add = [&](Node* n) {
     if (std::find(refs.begin(), refs.end(), n) == refs.end()) refs.push_back(n);
   };
-  auto add_all = [&](const Node& n) {
-    for (const Arg& a : n.args()) a.for_each_node(add);
-    for (const auto& [key, a] : n.kwargs().items) a.for_each_node(add);
-  };
+  auto add_all = [&](const Node& n) { n.for_each_input(add); };
   add_all(node);
   for (const Node* user : node.users()) add_all(*user);
 
