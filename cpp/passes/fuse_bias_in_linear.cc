@@ -42,9 +42,11 @@ void FuseBiasInLinear::rewrite(PassContext& ctx, Node* node) const {
 }
 
 void FuseBiasInLinear::restore(PassContext& ctx, Node* node, const Record& record) const {
-  std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node);
-  Node* extended = view ? view->input : nullptr;
-  Node* x = view ? ones_column_source(*view, *extended) : nullptr;
+  std::string why_not;
+  std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node, &why_not);
+  if (!view) throw PassError(*node, "is no longer a Linear (" + why_not + ")");
+  Node* extended = view->input;
+  Node* x = ones_column_source(*view, *extended);
   if (!x) throw PassError(*node, "is no longer a Linear reading a ones column");
   if (view->has_bias() || view->in_features < 1)
     throw PassError(*node, "does not hold a fused bias column");

@@ -139,8 +139,13 @@ std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* c
     std::optional<Arg> args = capture_value(Tuple{n->args()}, inputs, earlier);
     std::optional<Arg> kwargs = capture_value(n->kwargs(), inputs, earlier);
     if (!args || !kwargs) return std::nullopt;
-    out.items.push_back(Tuple{{Arg(std::string(kind_name(n->kind()))), Arg(n->target().str()),
-                               Arg(n->name()), std::move(*args), std::move(*kwargs)}});
+    // Its metadata too: the marks and reversal records other transformations left on it, so
+    // their reverse finds the node again once this one is undone (compositions reverse).
+    Tuple meta;
+    for (const auto& [key, value] : n->meta().items) meta.items.push_back(Tuple{{key, value}});
+    out.items.push_back(
+        Tuple{{Arg(std::string(kind_name(n->kind()))), Arg(n->target().str()), Arg(n->name()),
+               std::move(*args), std::move(*kwargs), std::move(meta)}});
   }
   return out;
 }
@@ -152,16 +157,22 @@ std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const Arg& ca
   Rebuilder rebuild(rewriter, anchor, inputs);
   for (const Arg& entry : *entries) {
     const std::vector<Arg>* f = entry.sequence();
-    if (!f || f->size() != 5 || !(*f)[0].is<std::string>() || !(*f)[1].is<std::string>() ||
-        !(*f)[2].is<std::string>())
+    if (!f || f->size() != 6 || !(*f)[0].is<std::string>() || !(*f)[1].is<std::string>() ||
+        !(*f)[2].is<std::string>() || !(*f)[5].sequence())
       malformed(entry);
     std::optional<NodeKind> kind = parse_kind((*f)[0].as<std::string>());
     Arg args = rebuild((*f)[3]);
     Arg kwargs = rebuild((*f)[4]);
     if (!kind || !args.is<Tuple>() || !kwargs.is<Dict>()) malformed(entry);
-    rebuild.nodes.push_back(rewriter.insert_before(
-        anchor, *kind, Symbol::intern((*f)[1].as<std::string>()), (*f)[2].as<std::string>(),
-        args.as<Tuple>().items, kwargs.as<Dict>()));
+    Node* node = rewriter.insert_before(anchor, *kind, Symbol::intern((*f)[1].as<std::string>()),
+                                        (*f)[2].as<std::string>(), args.as<Tuple>().items,
+                                        kwargs.as<Dict>());
+    for (const Arg& item : *(*f)[5].sequence()) {
+      const std::vector<Arg>* kv = item.sequence();
+      if (!kv || kv->size() != 2 || !(*kv)[0].is<std::string>()) malformed(item);
+      rewriter.set_meta(node, (*kv)[0].as<std::string>(), (*kv)[1]);
+    }
+    rebuild.nodes.push_back(node);
   }
   return rebuild.nodes;
 }

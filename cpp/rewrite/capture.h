@@ -29,10 +29,11 @@ std::optional<Arg> capture_value(const Arg& value, std::span<Node* const> inputs
 Arg rebuild_value(Rewriter& rewriter, Node* anchor, const Arg& captured,
                   std::span<Node* const> inputs, std::span<Node* const> nodes = {});
 
-// Captures `nodes` (in graph order; each may read earlier ones, `inputs` and get_attr nodes).
+// Captures `nodes` (in graph order; each may read earlier ones, `inputs` and get_attr nodes)
+// with their metadata: (kind, target, name, args, kwargs, meta pairs) each.
 std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* const> inputs);
-// Recreates captured nodes before `anchor` under their old names where free; returns them in
-// their captured order.
+// Recreates captured nodes before `anchor` under their old names where free, with their
+// metadata (marks and records of other transformations); returns them in their captured order.
 std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const Arg& captured,
                                  std::span<Node* const> inputs);
 

@@ -61,7 +61,7 @@ Arg capture_removal(const Node& node) {
 
 Node* restore_removal(Rewriter& rewriter, const Arg& captured) {
   const std::vector<Arg>& fields = items(captured, 5);
-  const std::vector<Arg>& node_fields = items(fields[0], 5);
+  const std::vector<Arg>& node_fields = items(fields[0], 6);
   const std::string& name = text(node_fields[2]);
   const Graph& graph = rewriter.graph();
 

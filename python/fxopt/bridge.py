@@ -110,28 +110,52 @@ class Bridge:
         self.fx_nodes = list(gm.graph.nodes)
         self.session.import_graph(self.fx_nodes)
         self.session.set_values([_value_info(node) for node in self.fx_nodes])
+        self._imported_modules: set[str] = set()
+        self._imported_attributes: set[str] = set()
+        self._complete = False
         self._import_modules_and_attributes()
 
     def _import_modules_and_attributes(self) -> None:
         modules = dict(self.gm.named_modules())
-        imported: set[str] = set()
         for node in self.fx_nodes:
             if node.op == "call_module" and isinstance(node.target, str):
                 module = modules.get(node.target)
-                if module is not None and node.target not in imported:
-                    imported.add(node.target)
+                if module is not None and node.target not in self._imported_modules:
                     self._import_module(node.target, module)
             elif node.op == "get_attr" and isinstance(node.target, str):
                 value = _lookup(self.gm, node.target)
                 if isinstance(value, torch.Tensor):
-                    self.session.add_attribute(node.target, self.tensors.register(value))
+                    self._import_attribute(node.target, value)
         taken: list[str] = list(modules)
         for path, module in modules.items():
             prefix = f"{path}." if path else ""
             taken += [prefix + name for name in (*module._parameters, *module._buffers)]
         self.session.add_taken_paths(taken)
 
+    def _import_everything(self) -> None:
+        """Registers every submodule and stored tensor, called or read or not.
+
+        Reverse re-points nodes at originals the graph no longer reads (a module a fold
+        replaced, a weight a cast replaced); the next reverse in the same session reads them
+        through the core, so a reverse session must know them all (not only those the graph
+        read at import). Forward never needs this: passes only read what the graph reads."""
+        if self._complete:
+            return
+        self._complete = True
+        for path, module in self.gm.named_modules():
+            if path and path not in self._imported_modules:
+                self._import_module(path, module)
+            prefix = f"{path}." if path else ""
+            for name, tensor in (*module._parameters.items(), *module._buffers.items()):
+                if tensor is not None and prefix + name not in self._imported_attributes:
+                    self._import_attribute(prefix + name, tensor)
+
+    def _import_attribute(self, path: str, tensor: torch.Tensor) -> None:
+        self._imported_attributes.add(path)
+        self.session.add_attribute(path, self.tensors.register(tensor))
+
     def _import_module(self, path: str, module: torch.nn.Module) -> None:
+        self._imported_modules.add(path)
         # Plain attributes live in the instance dict; reading it directly skips nn.Module's slow
         # __getattr__ fallback for every attribute a module does not have.
         state = module.__dict__
@@ -148,6 +172,8 @@ class Bridge:
 
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
+        if reverse:
+            self._import_everything()
         result = self.session.run(name, options, signature, reverse, self.tensors)
         return PassReport.from_core(name, result)
 

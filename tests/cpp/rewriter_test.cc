@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "graph_builder.h"
+#include "rewrite/capture.h"
 #include "rewrite/marks.h"
 #include "rewrite/rewriter.h"
 
@@ -69,6 +70,32 @@ TEST(Marks, MarksAndRecordsPerSignature) {
   EXPECT_FALSE(is_marked(*x, "A()"));
   EXPECT_TRUE(is_marked(*x, "B()"));
   EXPECT_EQ(marked_nodes(p.graph, "B()"), std::vector<Node*>{x});
+}
+
+// A pass that erases a node another pass changed (oneDNN fusion capturing a bias-fused Linear)
+// must hand back the other pass's mark and record with the node, or that pass's reverse no
+// longer finds it and silently does nothing.
+TEST(Capture, RebuiltNodesKeepOtherTransformationsMarksAndRecords) {
+  Program p;
+  EditLog log;
+  GraphBuilder b(p.graph);
+  Node* x = b.input("x");
+  Node* relu = b.call("relu", "torch.relu", {x});
+  Node* out = b.output(relu);
+  Rewriter rw(p, log);
+  mark(rw, relu, "A()");
+  set_reversal_record(rw, relu, "A()", Record().set("k", 1));
+
+  Node* const captured[] = {relu};
+  Node* const inputs[] = {x};
+  Arg record = *capture_nodes(captured, inputs);
+  rw.replace_all_uses(relu, x);
+  rw.erase(relu);
+  std::vector<Node*> rebuilt = rebuild_nodes(rw, out, record, inputs);
+  ASSERT_EQ(rebuilt.size(), 1u);
+  EXPECT_EQ(rebuilt[0]->name(), "relu");
+  EXPECT_TRUE(is_marked(*rebuilt[0], "A()"));
+  EXPECT_EQ(reversal_record(*rebuilt[0], "A()")->at("k"), Arg(1));
 }
 
 TEST(Marks, MalformedRecordIsAClearError) {
