@@ -92,6 +92,33 @@ TEST_F(TrueDivTest, SkipsWhatItCannotRewrite) {
   EXPECT_TRUE(log_.empty());
 }
 
+// The multiplication runs in the node's dtype: 1 / 1e-39 is inf in float32, 1 / 1e-5 is beyond
+// float16's range, and an unknown dtype is treated as the narrowest (float16).
+TEST_F(TrueDivTest, InverseMustBeNormalInTheNodesDtype) {
+  Node* x = b_.input("x");
+  auto div = [&](const char* name, double divisor, const char* dtype) {
+    Node* n = b_.call(name, "_operator.truediv", {x, divisor});
+    if (*dtype) program_.graph.set_value_info(n, dtype, {2}, "cpu");
+    return n;
+  };
+  Node* f32_tiny = div("f32_tiny", 1e-39, "float32");
+  Node* f32_huge = div("f32_huge", 1e39, "float32");
+  Node* f64_tiny = div("f64_tiny", 1e-39, "float64");
+  Node* f16 = div("f16", 1e-5, "float16");
+  Node* bf16 = div("bf16", 1e-5, "bfloat16");
+  Node* unknown = div("unknown", 1e-5, "");
+  Node* f32 = div("f32", 1e-5, "float32");
+  b_.output(Tuple{{f32_tiny, f32_huge, f64_tiny, f16, bf16, unknown, f32}});
+
+  PassResult result = apply();
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"f64_tiny", "bf16", "f32"}));
+  ASSERT_EQ(result.skipped.size(), 4u);
+  EXPECT_NE(result.skipped[0].reason.find("not a normal number in float32"), std::string::npos);
+  EXPECT_EQ(result.skipped[1].node, "f32_huge");
+  EXPECT_NE(result.skipped[2].reason.find("float16"), std::string::npos);
+  EXPECT_NE(result.skipped[3].reason.find("dtype unknown"), std::string::npos);
+}
+
 TEST_F(TrueDivTest, EditLogDescribesTheRewrite) {
   Node* x = b_.input("x");
   Node* d = b_.call("truediv", "_operator.truediv", {x, 4.0});
