@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -45,6 +46,12 @@ class PyTensorOps final : public TensorOps {
   }
   TensorInfo clone(const TensorInfo& a) override { return call("clone", a); }
   TensorInfo channels_last(const TensorInfo& a) override { return call("channels_last", a); }
+  QuantizedRows quantize_rows_int8(const TensorInfo& a) override {
+    nb::gil_scoped_acquire gil;
+    auto [values, scales] =
+        nb::cast<std::pair<TensorInfo, TensorInfo>>(impl_.attr("quantize_rows_int8")(a));
+    return {values, scales};
+  }
 
  private:
   template <class... A>

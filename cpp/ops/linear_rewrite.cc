@@ -108,6 +108,14 @@ void remove_tensors(Rewriter& rewriter, const LinearView& view) {
     if (stored) drop_stored(rewriter, stored);
 }
 
+Arg read_linear_tensor(Rewriter& rewriter, const LinearView& view, Node* anchor,
+                       std::string_view name) {
+  if (!view.params.tensor(name)) return None{};
+  Node* read = name == "weight" ? view.weight_node : name == "bias" ? view.bias_node : nullptr;
+  if (read) return read;
+  return rewriter.read_attribute(anchor, view.module() + "." + std::string(name));
+}
+
 void set_linear_input(Rewriter& rewriter, const LinearView& view, Node* input) {
   auto [args, kwargs] = with_operand(*view.node, kLinearInput, "input", Arg(input));
   rewriter.set_inputs(view.node, std::move(args), std::move(kwargs));

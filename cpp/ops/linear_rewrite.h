@@ -30,6 +30,10 @@ void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInf
 // Removes the Linear's module or attributes (and get_attr nodes) once its node reads them no
 // more. Requires owns_tensors.
 void remove_tensors(Rewriter& rewriter, const LinearView& view);
+// The Linear's tensor `name` ("weight", "bias") as an operand for a node before `anchor`: the
+// get_attr node it was read through, else a new read of the module's tensor; None if absent.
+Arg read_linear_tensor(Rewriter& rewriter, const LinearView& view, Node* anchor,
+                       std::string_view name);
 // Makes the Linear read `input` instead of its current input.
 void set_linear_input(Rewriter& rewriter, const LinearView& view, Node* input);
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "ops/activation.h"
-#include "ops/linear.h"
+#include "ops/linear_rewrite.h"
 #include "ops/targets.h"
 #include "rewrite/capture.h"
 
@@ -44,14 +44,6 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
-}
-
-// The tensor `name` of the Linear, read through a get_attr node before `anchor`; None if absent.
-Arg read_param(Rewriter& rewriter, const LinearView& view, Node* anchor, const char* name,
-               Node* read) {
-  if (!view.params.tensor(name)) return None{};
-  if (read) return read;
-  return rewriter.read_attribute(anchor, view.module() + "." + name);
 }
 
 }  // namespace
@@ -100,8 +92,8 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   Node* result = pattern.back();
   PostOp op = activation ? activation->second : PostOp{"none", {}, None{}};
   Args args = {view->input,
-               read_param(rewriter, *view, result, "weight", view->weight_node),
-               read_param(rewriter, *view, result, "bias", view->bias_node),
+               read_linear_tensor(rewriter, *view, result, "weight"),
+               read_linear_tensor(rewriter, *view, result, "bias"),
                op.attr,
                op.scalars,
                op.algorithm};

@@ -12,6 +12,7 @@
 #include "passes/fuse_bias_in_linear.h"
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/merge_linears.h"
+#include "passes/quantize_linears_int8.h"
 #include "passes/recognize_linears.h"
 #include "passes/remove_no_ops.h"
 #include "passes/remove_runtime_asserts.h"
@@ -38,7 +39,8 @@ std::string string_option(const Dict& options, std::string_view name) {
 // so a merged Linear never hides a BatchNorm that could have been folded into its members;
 // passes that change the computation (ChangeActivation, ChangePrecision) come late.
 // RecognizeLinears comes before the Linear passes, so they see the Linears it finds;
-// FuseLinearActivationOneDnn last, as the Linears it consumes are no Linears to the others.
+// FuseLinearActivationOneDnn and QuantizeLinearsInt8 last, as the Linears they consume are no
+// Linears to the others.
 // The graph cleanups come first: pattern passes then see through no-ops and repeated
 // subexpressions; dead code after them takes what they left unused.
 const std::vector<PassInfo>& all_passes() {
@@ -100,6 +102,10 @@ const std::vector<PassInfo>& all_passes() {
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
        true, true, FuseLinearActivationOneDnn::from_options},
+      {"QuantizeLinearsInt8",
+       "float32 Linears become int8 matrix products with per-token activation and per-channel "
+       "weight scales (opt-in, CPU)",
+       true, false, QuantizeLinearsInt8::from_options},
   };
   return passes;
 }

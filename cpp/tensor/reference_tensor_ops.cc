@@ -1,7 +1,9 @@
 #include "tensor/reference_tensor_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
@@ -178,6 +180,21 @@ TensorInfo ReferenceTensorOps::clone(const TensorInfo& a) {
   copy.requires_grad = a.requires_grad;
   copy.is_parameter = a.is_parameter;
   return copy;
+}
+
+QuantizedRows ReferenceTensorOps::quantize_rows_int8(const TensorInfo& a) {
+  if (a.shape.size() != 2) throw std::invalid_argument("quantize_rows_int8 needs a 2-D tensor");
+  const std::vector<double>& v = values(a);
+  int64_t rows = a.shape[0], cols = a.shape[1];
+  std::vector<double> quantized(v.size()), scales(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double peak = 0;
+    for (int64_t c = 0; c < cols; ++c) peak = std::max(peak, std::abs(v[r * cols + c]));
+    scales[r] = std::max(peak / 127, double(std::numeric_limits<float>::min()));
+    for (int64_t c = 0; c < cols; ++c)
+      quantized[r * cols + c] = std::nearbyint(v[r * cols + c] / scales[r]);
+  }
+  return {make(a.shape, std::move(quantized), "int8"), make({rows}, std::move(scales))};
 }
 
 }  // namespace fxopt

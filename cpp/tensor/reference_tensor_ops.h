@@ -31,6 +31,7 @@ class ReferenceTensorOps final : public TensorOps {
   TensorInfo clone(const TensorInfo& a) override;
   // Layout is not modelled here: a plain copy.
   TensorInfo channels_last(const TensorInfo& a) override { return clone(a); }
+  QuantizedRows quantize_rows_int8(const TensorInfo& a) override;
 
  private:
   template <class F>

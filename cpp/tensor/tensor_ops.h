@@ -14,6 +14,13 @@
 
 namespace fxopt {
 
+// A 2-D tensor quantized symmetrically per row: values = round(a / scales[:, None]) as int8,
+// scales[r] = max |a[r]| / 127 (at least the smallest normal float32, so a zero row stays 0).
+struct QuantizedRows {
+  TensorInfo values;  // int8, a's shape
+  TensorInfo scales;  // float32, [rows]
+};
+
 class TensorOps {
  public:
   virtual ~TensorOps() = default;
@@ -37,6 +44,7 @@ class TensorOps {
   virtual TensorInfo full(const std::vector<int64_t>& shape, double value,
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
+  virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
   // A copy of a 4-D tensor laid out channels-last (NHWC strides); the values are the same.
   virtual TensorInfo channels_last(const TensorInfo& a) = 0;
 };

@@ -104,3 +104,10 @@ class TorchTensorOps:
     def channels_last(self, a: _core.TensorInfo) -> _core.TensorInfo:
         # Registered as is: _result's contiguous() would undo the layout.
         return self.register(self.tensor(a).detach().clone(memory_format=torch.channels_last))
+
+    @torch.no_grad()
+    def quantize_rows_int8(self, a: _core.TensorInfo) -> tuple[_core.TensorInfo, _core.TensorInfo]:
+        t = self.tensor(a).detach()
+        scales = (t.abs().amax(1) / 127).clamp_min(torch.finfo(torch.float32).tiny).float()
+        values = torch.round(t / scales[:, None]).to(torch.int8)
+        return self._result(values), self._result(scales)

@@ -43,6 +43,7 @@ ReferenceInterpreter::ReferenceInterpreter(const Program& program, ReferenceTens
   add_linear_kernels(*this);
   add_conv_kernels(*this);
   add_activation_kernels(*this);
+  add_int8_kernels(*this);
 }
 
 TensorInfo ReferenceInterpreter::read_attribute(const std::string& path) const {

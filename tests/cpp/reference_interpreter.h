@@ -51,6 +51,8 @@ void add_conv_kernels(ReferenceInterpreter& interpreter);
 // Kernels for relu / gelu / silu in every dialect, dtype casts, 2-D matmul and oneDNN's fused
 // linear (reference_activation_kernels.cc).
 void add_activation_kernels(ReferenceInterpreter& interpreter);
+// Kernels for the ATen ops of per-token int8 Linears (reference_int8_kernels.cc).
+void add_int8_kernels(ReferenceInterpreter& interpreter);
 
 // x W^T + b over the last dimension of x (b may be nullptr); reference_linear_kernels.cc.
 TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& w,

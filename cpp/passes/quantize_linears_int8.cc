@@ -1,0 +1,205 @@
+#include "passes/quantize_linears_int8.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "ops/linear_rewrite.h"
+#include "rewrite/capture.h"
+
+namespace fxopt {
+namespace {
+
+const Symbol kReshape = Symbol::intern("aten.reshape.default");
+const Symbol kSymSize = Symbol::intern("aten.sym_size.int");
+const Symbol kAbs = Symbol::intern("aten.abs.default");
+const Symbol kAmax = Symbol::intern("aten.amax.default");
+const Symbol kDiv = Symbol::intern("aten.div.Tensor");
+const Symbol kClampMin = Symbol::intern("aten.clamp_min.default");
+const Symbol kRound = Symbol::intern("aten.round.default");
+const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
+const Symbol kIntMm = Symbol::intern("aten._int_mm.default");
+const Symbol kMul = Symbol::intern("aten.mul.Tensor");
+const Symbol kAdd = Symbol::intern("aten.add.Tensor");
+
+// Creates the chain's ATen calls before `anchor`.
+class ChainBuilder {
+ public:
+  ChainBuilder(Rewriter& rewriter, Node* anchor) : rewriter_(rewriter), anchor_(anchor) {}
+
+  Node* call(Symbol target, std::string_view hint, Args args, Kwargs kwargs = {}) {
+    return rewriter_.insert_before(anchor_, NodeKind::CallFunction, target, hint, std::move(args),
+                                   std::move(kwargs));
+  }
+
+ private:
+  Rewriter& rewriter_;
+  Node* anchor_;
+};
+
+// Walks the chain `rewrite` built back from its last node, by argument position (fx may have
+// renamed its nodes: names are not stable across syncs), collecting its nodes.
+class ChainWalker {
+ public:
+  explicit ChainWalker(Node* last) : last_(last) {}
+
+  // The operand `index` of `node`, which must be a call of `target`; `node` joins the chain.
+  Node* operand(Node* node, Symbol target, size_t index) {
+    if (!node || !node->is(NodeKind::CallFunction, target) || node->args().size() <= index ||
+        !node->args()[index].node())
+      throw PassError(*last_, "is no longer the int8 Linear this transformation made");
+    if (std::ranges::find(nodes_, node) == nodes_.end()) nodes_.push_back(node);
+    return node->args()[index].node();
+  }
+  // Every node met, users before the values they read.
+  const std::vector<Node*>& nodes() const { return nodes_; }
+
+ private:
+  Node* last_;
+  std::vector<Node*> nodes_;
+};
+
+// x.shape[:-1] + [n]: recorded sizes where known, aten.sym_size reads where symbolic.
+List output_shape(ChainBuilder& chain, Node* x, int rank, int64_t n) {
+  const std::vector<int64_t>& sizes = x->shape();
+  List shape;
+  for (int d = 0; d + 1 < rank; ++d) {
+    bool known = int(sizes.size()) == rank && sizes[d] >= 0;
+    shape.items.push_back(known ? Arg(sizes[d]) : Arg(chain.call(kSymSize, "sym_size", {x, d})));
+  }
+  shape.items.push_back(n);
+  return shape;
+}
+
+}  // namespace
+
+QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep)
+    : int8_dtype_(std::move(int8_dtype)), keep_(std::move(keep)) {}
+
+std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
+  const Arg* int8 = options.find("int8");
+  if (!int8 || !int8->is<Opaque>())
+    throw std::invalid_argument("option 'int8' must be the torch.int8 dtype object");
+  std::vector<std::string> keep;
+  if (const Arg* names = options.find("keep")) {
+    const std::vector<Arg>* items = names->sequence();
+    if (!items) throw std::invalid_argument("option 'keep' must be a list of node names");
+    for (const Arg& item : *items) {
+      if (!item.is<std::string>())
+        throw std::invalid_argument("option 'keep' must be a list of node names");
+      keep.push_back(item.as<std::string>());
+    }
+  }
+  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep));
+}
+
+std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
+
+void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
+  Rewriter& rewriter = ctx.rewriter;
+  if (std::ranges::find(keep_, node->name()) != keep_.end())
+    return ctx.skip(*node, "kept in float32 (option 'keep')");
+  std::string why_not;
+  std::optional<LinearView> view = as_linear(rewriter.program(), *node, &why_not);
+  if (!view) return ctx.skip(*node, why_not);
+  if (view->dtype() != "float32")
+    return ctx.skip(*node, "its weight is " + view->dtype() + ", not float32");
+  if (view->device() != "cpu")
+    return ctx.skip(*node, "its weight is on " + view->device() + "; the int8 path is CPU-only");
+  std::optional<int> rank = view->input->rank();
+  if (!rank || *rank < 1)
+    return ctx.skip(*node,
+                    "the rank of its input is not known (symbolic traces record it once "
+                    "torch.fx.passes.shape_prop.ShapeProp has run)");
+  Node* inputs[] = {view->input};
+  Node* pattern[] = {node};
+  std::optional<Arg> captured = capture_nodes(pattern, inputs);
+  if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
+
+  const TensorInfo& weight = *view->params.tensor("weight");
+  QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
+  TensorInfo packed = ctx.tensors.transpose(quantized.values, 0, 1);
+  std::string base = view->owner() + ".weight";
+  std::string values_path = rewriter.unique_path(base + "_int8");
+  rewriter.set_attribute(values_path, packed);
+  std::string scales_path = rewriter.unique_path(base + "_int8_scale");
+  rewriter.set_attribute(scales_path, quantized.scales);
+
+  ChainBuilder chain(rewriter, node);
+  Node* x = view->input;
+  if (*rank != 2) x = chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view->in_features}}});
+  Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});
+  Node* scale = chain.call(
+      kClampMin, "token_scale",
+      {chain.call(kDiv, "div", {peak, 127.0}), double(std::numeric_limits<float>::min())});
+  Node* rounded = chain.call(kRound, "round", {chain.call(kDiv, "div", {x, scale})});
+  Dict to_int8;
+  to_int8.set("dtype", int8_dtype_);
+  Node* q = chain.call(kToCopy, "quantized", {rounded}, std::move(to_int8));
+  Node* product = chain.call(kIntMm, "int_mm", {q, rewriter.read_attribute(node, values_path)});
+  Node* y = chain.call(kMul, "mul", {product, scale});
+  y = chain.call(kMul, "mul", {y, rewriter.read_attribute(node, scales_path)});
+  if (view->has_bias())
+    y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, *view, node, "bias")});
+  if (*rank != 2)
+    y = chain.call(kReshape, "int8_linear",
+                   {y, output_shape(chain, view->input, *rank, view->out_features)});
+
+  Node* weight_read = view->weight_node;
+  rewriter.replace_and_erase(node, y);
+  if (weight_read) rewriter.erase_if_unused_read(weight_read);
+
+  Record record;
+  record.set("nodes", std::move(*captured));
+  record.set("flattened", *rank != 2);
+  record.set("bias", view->has_bias());
+  record.set("attributes", Tuple{{values_path, scales_path}});
+  set_reversal_record(rewriter, y, ctx.signature, record);
+  ctx.changed(y);
+}
+
+void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const Record& record) const {
+  Rewriter& rewriter = ctx.rewriter;
+  const std::vector<Arg>* paths = record.at("attributes").sequence();
+  const Arg &flattened = record.at("flattened"), &bias = record.at("bias");
+  if (!paths || !flattened.is<bool>() || !bias.is<bool>())
+    throw PassError(*node, "malformed QuantizeLinearsInt8 record");
+
+  ChainWalker walk(node);
+  Node* y = node;
+  if (flattened.as<bool>()) {
+    y = walk.operand(y, kReshape, 0);
+    for (const Arg& size : *node->args().at(1).sequence())
+      if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
+  }
+  if (bias.as<bool>()) y = walk.operand(y, kAdd, 0);
+  Node* scaled = walk.operand(y, kMul, 0);  // y = scaled * weight scales
+  Node* product = walk.operand(scaled, kMul, 0);
+  Node* scale = walk.operand(scaled, kMul, 1);  // the token scales
+  Node* rounded = walk.operand(walk.operand(product, kIntMm, 0), kToCopy, 0);
+  Node* x = walk.operand(walk.operand(rounded, kRound, 0), kDiv, 0);
+  walk.operand(walk.operand(walk.operand(walk.operand(scale, kClampMin, 0), kDiv, 0), kAmax, 0),
+               kAbs, 0);
+  if (flattened.as<bool>()) x = walk.operand(x, kReshape, 0);
+
+  Node* inputs[] = {x};
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  if (rebuilt.empty()) throw PassError(*node, "malformed QuantizeLinearsInt8 record");
+  rewriter.replace_all_uses(node, rebuilt.back());
+  // Users first: each node is unused by the time it is erased.
+  std::vector<Node*> chain = walk.nodes();
+  std::ranges::sort(chain, [&](Node* a, Node* b) { return rewriter.graph().before(b, a); });
+  for (Node* n : chain) {
+    std::vector<Node*> reads;
+    n->for_each_input([&](Node* input) {
+      if (input->kind() == NodeKind::GetAttr) reads.push_back(input);
+    });
+    rewriter.erase(n);
+    for (Node* read : reads) rewriter.erase_if_unused_read(read);
+  }
+  for (const Arg& path : *paths)
+    if (path.is<std::string>()) rewriter.remove_attribute(path.as<std::string>());
+  ctx.restored(rebuilt.back());
+}
+
+}  // namespace fxopt

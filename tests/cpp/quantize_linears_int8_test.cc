@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include "norm_fixtures.h"
+#include "passes/quantize_linears_int8.h"
+
+namespace fxopt {
+namespace {
+
+const std::string kSig = "QuantizeLinearsInt8-test";
+
+class QuantizeLinearsInt8Test : public ::testing::Test, protected testing::NormFixture {
+ protected:
+  PassResult apply(bool reverse = false, std::vector<std::string> keep = {}) {
+    return run_pass(QuantizeLinearsInt8(Opaque{3}, std::move(keep)), program, edits, ops, kSig,
+                    reverse);
+  }
+  // The largest |a - b| over the largest |a|: int8 error is relative to the output's scale.
+  double relative_error(const std::vector<TensorInfo>& a, const std::vector<TensorInfo>& b) {
+    double peak = 0;
+    for (const TensorInfo& t : a)
+      for (double v : ops.values(t)) peak = std::max(peak, std::abs(v));
+    return max_diff(a, b) / peak;
+  }
+};
+
+TEST_F(QuantizeLinearsInt8Test, ModuleLinearOn3dInputBecomesAnInt8ProductAndReversesExactly) {
+  linear_module("fc", 16, 8, true);
+  TensorInfo x_value = input({2, 3, 16});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 16});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  PassResult forward = apply();
+  ASSERT_EQ(forward.changed.size(), 1u);
+  EXPECT_TRUE(forward.skipped.empty());
+  EXPECT_EQ(count(NodeKind::CallModule, "fc"), 0u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._int_mm.default"), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 2u);  // flatten, unflatten
+  // The weight is stored once, transposed, as int8 next to the original, which stays.
+  const TensorInfo& packed = program.attributes.at("fc.weight_int8");
+  EXPECT_EQ(packed.dtype, "int8");
+  EXPECT_EQ(packed.shape, (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(program.attributes.at("fc.weight_int8_scale").shape, std::vector<int64_t>{8});
+  EXPECT_TRUE(program.modules.contains("fc"));
+  auto after = run({{"x", x_value}});
+  ASSERT_EQ(after[0].shape, before[0].shape);
+  double error = relative_error(before, after);
+  EXPECT_GT(error, 0.0);  // it did quantize
+  EXPECT_LT(error, 0.02);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  PassResult backward = apply(/*reverse=*/true);
+  EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc"}));
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("fc.weight_int8"));
+  EXPECT_FALSE(program.attributes.contains("fc.weight_int8_scale"));
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST_F(QuantizeLinearsInt8Test, AtenLinearOn2dInputWithoutBiasNeedsNoReshape) {
+  attribute("w", {4, 8});
+  TensorInfo x_value = input({5, 8});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {5, 8});
+  Node* w = b.attr("w", "w");
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, w})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  ASSERT_EQ(apply().changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 0u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.add.Tensor"), 0u);
+  EXPECT_EQ(count(NodeKind::GetAttr, "w"), 0u);  // the float weight is no longer read
+  EXPECT_LT(relative_error(before, run({{"x", x_value}})), 0.02);
+
+  apply(/*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST_F(QuantizeLinearsInt8Test, SkipsKeptHalfPrecisionAndUnknownRankLinears) {
+  linear_module("kept", 4, 4, true);
+  linear_module("half", 4, 4, true, "float16");
+  linear_module("unknown", 4, 4, true);
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 4});
+  Node* y = b.input("y");  // no recorded facts
+  b.output(Tuple{{b.module("kept", "kept", {x}), b.module("half", "half", {x}),
+                  b.module("unknown", "unknown", {y})}});
+  auto graph_before = structure();
+
+  PassResult result = apply(false, {"kept"});
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 3u);
+  EXPECT_EQ(result.skipped[0].reason, "kept in float32 (option 'keep')");
+  EXPECT_EQ(result.skipped[1].reason, "its weight is float16, not float32");
+  EXPECT_EQ(result.skipped[2].reason.find("the rank of its input is not known"), 0u);
+  EXPECT_EQ(structure(), graph_before);
+}
+
+TEST_F(QuantizeLinearsInt8Test, OptionsAreChecked) {
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{}), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"keep", 3}}}),
+               std::invalid_argument);
+  EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"keep", List{{"a"}}}}}),
+            nullptr);
+}
+
+}  // namespace
+}  // namespace fxopt

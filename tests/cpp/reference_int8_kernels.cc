@@ -1,0 +1,106 @@
+// Reference kernels for what QuantizeLinearsInt8 builds: the ATen ops of dynamic per-token int8
+// quantization and the int8 matrix product (held as doubles, like every reference tensor).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "reference_interpreter.h"
+
+namespace fxopt::testing {
+namespace {
+
+const TensorInfo& tensor(const std::vector<Value>& args, size_t i) {
+  return std::get<TensorInfo>(args.at(i));
+}
+
+TensorInfo map(ReferenceTensorOps& ops, const TensorInfo& x, double (*fn)(double)) {
+  std::vector<double> v = ops.values(x);
+  for (double& e : v) e = fn(e);
+  return ops.make(x.shape, std::move(v), x.dtype);
+}
+
+// Elementwise a op b, where b is a number, a tensor of a's shape, or a tensor broadcast along
+// rows ([m, 1]) or columns ([n]) of a 2-D a.
+template <class Op>
+Value binary(ReferenceInterpreter& in, const std::vector<Value>& args, Op op) {
+  const TensorInfo& a = tensor(args, 0);
+  const std::vector<double>& av = in.ops().values(a);
+  std::vector<double> out(av.size());
+  if (const double* scalar = std::get_if<double>(&args.at(1))) {
+    for (size_t i = 0; i < av.size(); ++i) out[i] = op(av[i], *scalar);
+  } else {
+    const TensorInfo& b = tensor(args, 1);
+    const std::vector<double>& bv = in.ops().values(b);
+    int64_t cols = a.shape.back();
+    for (size_t i = 0; i < av.size(); ++i) {
+      size_t j = bv.size() == av.size()                   ? i
+                 : b.shape.size() == 2 && b.shape[1] == 1 ? i / cols
+                 : b.shape.size() == 1 && b.shape[0] == cols
+                     ? i % cols
+                     : throw std::invalid_argument("reference int8 kernels: unsupported broadcast");
+      out[i] = op(av[i], bv[j]);
+    }
+  }
+  std::string dtype = a.dtype == "int32" ? "float32" : a.dtype;  // int32 * float scale
+  return in.ops().make(a.shape, std::move(out), dtype);
+}
+
+// amax(x, [-1], keepdim=True) of a 2-D x.
+Value row_max(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo& x = tensor(args, 0);
+  if (x.shape.size() != 2) throw std::invalid_argument("reference amax: 2-D only");
+  const std::vector<double>& v = in.ops().values(x);
+  int64_t rows = x.shape[0], cols = x.shape[1];
+  std::vector<double> out(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = *std::max_element(v.begin() + r * cols, v.begin() + (r + 1) * cols);
+  return in.ops().make({rows, 1}, std::move(out), x.dtype);
+}
+
+Value int_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1);
+  if (a.dtype != "int8" || b.dtype != "int8") throw std::invalid_argument("_int_mm: int8 only");
+  int64_t n = a.shape.at(0), k = a.shape.at(1), m = b.shape.at(1);
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b);
+  std::vector<double> out(n * m, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t p = 0; p < k; ++p) out[i * m + j] += av[i * k + p] * bv[p * m + j];
+  return in.ops().make({n, m}, std::move(out), "int32");
+}
+
+}  // namespace
+
+void add_int8_kernels(ReferenceInterpreter& interpreter) {
+  using Kernel = ReferenceInterpreter::Kernel;
+  auto add = [&](const char* target, Kernel kernel) {
+    interpreter.add_kernel(NodeKind::CallFunction, target, std::move(kernel));
+  };
+  add("aten.abs.default", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+    return Value(map(in.ops(), tensor(a, 0), [](double x) { return std::abs(x); }));
+  });
+  add("aten.round.default", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+    return Value(map(in.ops(), tensor(a, 0), [](double x) { return std::nearbyint(x); }));
+  });
+  add("aten._to_copy.default",
+      [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+        return Value(in.ops().cast(tensor(a, 0), "int8"));
+      });
+  add("aten.amax.default", row_max);
+  add("aten._int_mm.default", int_mm);
+  add("aten.div.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+    return binary(in, a, [](double x, double y) { return x / y; });
+  });
+  add("aten.mul.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+    return binary(in, a, [](double x, double y) { return x * y; });
+  });
+  add("aten.add.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+    return binary(in, a, [](double x, double y) { return x + y; });
+  });
+  add("aten.clamp_min.default",
+      [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
+        return binary(in, a, [](double x, double y) { return std::max(x, y); });
+      });
+}
+
+}  // namespace fxopt::testing

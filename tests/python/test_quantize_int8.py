@@ -1,0 +1,104 @@
+"""QuantizeLinearsInt8: per-token int8 Linears on a user's MLP and on the real MiniLM."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import torch
+import torch.fx
+import transformers
+
+from torch.fx.passes.shape_prop import ShapeProp
+
+import fxopt
+from fxopt.optimization import QuantizeLinearsInt8
+from linear_models import assert_same_parameters, minilm, minilm_inputs, param_states
+
+INT_MM = torch.ops.aten._int_mm.default
+
+__all__ = ["minilm"]  # the session fixture, used by name
+
+
+def count(gm: torch.fx.GraphModule, target: object) -> int:
+    return sum(1 for n in gm.graph.nodes if n.target == target)
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
+
+
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8, bias=False)
+    ).eval()
+
+
+def test_user_mlp_runs_int8_saves_and_reverses_exactly() -> None:
+    model = mlp()
+    x = torch.randn(3, 5, 16)
+    gm = fxopt.trace(model, example_inputs=(x,), mode="symbolic")
+    code_before = gm.code
+    skipped = QuantizeLinearsInt8()
+    skipped(gm)  # a bare symbolic trace records no ranks: nothing to build the reshapes from
+    assert [name for name, _ in skipped.report.skipped] == ["_0", "_2"]
+    assert "ShapeProp" in skipped.report.skipped[0][1]
+    assert gm.code == code_before
+    ShapeProp(gm).propagate(x)
+    before = param_states(gm)
+    expected = gm(x)
+    t = QuantizeLinearsInt8()
+
+    t(gm)
+    assert sorted(t.report.changed) != [] and t.report.skipped == []
+    assert count(gm, INT_MM) == 2
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["1"]  # the ReLU
+    packed = gm.get_submodule("0").weight_int8
+    assert packed.dtype == torch.int8 and packed.shape == (16, 64)
+    actual = gm(x)
+    assert actual.shape == expected.shape
+    assert not torch.equal(actual, expected)  # it computes in int8 ...
+    assert cosine(actual, expected) > 0.999  # ... within int8 rounding
+    # Plain tensors and ATen ops: deep copies and saved files run the same.
+    torch.testing.assert_close(copy.deepcopy(gm)(x), actual, rtol=0, atol=0)
+    buffer = io.BytesIO()
+    torch.save(gm, buffer)
+    buffer.seek(0)
+    torch.testing.assert_close(torch.load(buffer, weights_only=False)(x), actual, rtol=0, atol=0)
+
+    t(gm, reverse=True)
+    assert count(gm, INT_MM) == 0
+    assert gm.code == code_before
+    assert torch.equal(gm(x), expected)
+    assert_same_parameters(gm, before, same_storage=True)
+    assert not hasattr(gm.get_submodule("0"), "weight_int8")
+
+
+def test_calibrated_minilm_keeps_its_cosine_bound_and_reverses(
+    minilm: transformers.BertModel,
+) -> None:
+    inputs = minilm_inputs()
+    gm = fxopt.trace(minilm, mode="export")
+    expected = gm(**inputs)["last_hidden_state"]
+    before = param_states(gm)
+    linears = count(gm, torch.ops.aten.linear.default)
+    assert linears == 6 * 6 + 1
+
+    every = QuantizeLinearsInt8()
+    all_int8 = every(copy.deepcopy(gm))
+    assert count(all_int8, INT_MM) == linears
+    # Per-token scales keep the real weights usable even with every Linear in int8.
+    assert cosine(all_int8(**inputs)["last_hidden_state"], expected) > 0.98
+
+    t = QuantizeLinearsInt8.calibrated(gm, inputs, min_cosine=0.999)
+    assert 0 < len(t.keep) < linears
+    quantized = t(copy.deepcopy(gm))
+    assert count(quantized, INT_MM) == linears - len(t.keep)
+    assert count(quantized, torch.ops.aten.linear.default) == len(t.keep)
+    report = fxopt.verify(gm, quantized, inputs)
+    assert report.min_cosine is not None and report.min_cosine >= 0.999
+
+    restored = t(quantized, reverse=True)
+    assert count(restored, INT_MM) == 0
+    assert torch.equal(restored(**inputs)["last_hidden_state"], expected)
+    assert_same_parameters(restored, before, same_storage=False)
