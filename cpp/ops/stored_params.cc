@@ -43,21 +43,27 @@ Arg replace_operands(Rewriter& rewriter, const StoredParams& params,
                      const std::map<std::string, TensorInfo>& tensors, std::string_view suffix) {
   Node* node = params.node;
   Tuple operands;
-  for (const auto& [name, tensor] : tensors) {
-    const StoredParam& param = *params.find(name);
+  // In operand order, so reverse re-reads the originals in the order the tracer read them.
+  for (const StoredParam& param : params.params) {
+    auto replaced = tensors.find(param.name);
+    if (replaced == tensors.end()) continue;
+    const TensorInfo& tensor = replaced->second;
     const Arg* passed = node->input(param.index, param.name);
     Node* old_read = passed ? passed->node() : nullptr;
     std::string path =
         rewriter.unique_path(attribute_base(params, param) + "_" + std::string(suffix));
     const TensorInfo& flags = param.tensor ? *param.tensor : *params.tensor("weight");
     rewriter.set_attribute(path, stored_like(tensor, flags));
-    Node* read = rewriter.insert_before(node, NodeKind::GetAttr, Symbol::intern(path), path, {});
+    // Where the replaced read was, so reverse puts the original back in its place.
+    Node* read = rewriter.insert_before(old_read ? old_read : node, NodeKind::GetAttr,
+                                        Symbol::intern(path), path, {});
     auto [args, kwargs] = with_operand(*node, param.index, param.name, Arg(read));
     rewriter.set_inputs(node, std::move(args), std::move(kwargs));
     if (old_read) rewriter.erase_if_unused_read(old_read);
     Arg original = old_read ? Arg(old_read->target().str()) : Arg(None{});
+    Arg original_name = old_read ? Arg(old_read->name()) : Arg(None{});
     operands.items.push_back(Tuple{{Arg(param.name), Arg(int64_t(param.index)), std::move(original),
-                                    Arg(passed != nullptr), Arg(path)}});
+                                    Arg(passed != nullptr), Arg(path), std::move(original_name)}});
   }
   return Tuple{{Arg(std::string(kOperandsRecord)), std::move(operands)}};
 }
@@ -79,7 +85,7 @@ void restore_module(Rewriter& rewriter, Node* node, const std::string& original,
 }
 
 void restore_operand(Rewriter& rewriter, Node* node, const std::vector<Arg>& entry) {
-  if (entry.size() != 5 || !entry[0].is<std::string>() || !entry[1].is<int64_t>() ||
+  if (entry.size() != 6 || !entry[0].is<std::string>() || !entry[1].is<int64_t>() ||
       !entry[3].is<bool>() || !entry[4].is<std::string>())
     malformed(*node);
   const std::string& name = entry[0].as<std::string>();
@@ -97,7 +103,9 @@ void restore_operand(Rewriter& rewriter, Node* node, const std::vector<Arg>& ent
     if (!path_exists(rewriter.program(), path))
       throw PassError(*node,
                       "the original " + name + " '" + path + "' is gone from the GraphModule");
-    original = Arg(rewriter.read_attribute(node, path));
+    // The original read's name, so reverse rebuilds the traced graph's code exactly.
+    std::string name_hint = entry[5].is<std::string>() ? entry[5].as<std::string>() : path;
+    original = Arg(rewriter.read_attribute(read, path, name_hint));
   }
   auto [args, kwargs] = with_operand(*node, index, name, std::move(original));
   rewriter.set_inputs(node, std::move(args), std::move(kwargs));

@@ -55,9 +55,9 @@ class Rebuilder {
     const Arg& payload = pair[1];
     if (tag == kNode) return Arg(nodes.at(index(payload, nodes.size())));
     if (tag == kInput) return Arg(inputs_[index(payload, inputs_.size())]);
-    if (tag == kAttr && payload.is<std::string>()) return Arg(attribute(payload.as<std::string>()));
     if (!payload.is<Tuple>()) malformed(captured);
     const std::vector<Arg>& items = payload.as<Tuple>().items;
+    if (tag == kAttr) return Arg(attribute(items));
     if (tag == kDict) return dict(items);
     std::vector<Arg> rebuilt;
     for (const Arg& item : items) rebuilt.push_back((*this)(item));
@@ -84,7 +84,13 @@ class Rebuilder {
     return size_t(*i);
   }
 
-  Node* attribute(const std::string& path) { return rewriter_.read_attribute(anchor_, path); }
+  // (path, name): the read gets back the name its tracer gave it (Dynamo's differ from paths).
+  Node* attribute(const std::vector<Arg>& items) {
+    if (items.size() != 2 || !items[0].is<std::string>() || !items[1].is<std::string>())
+      malformed(Tuple{items});
+    return rewriter_.read_attribute(anchor_, items[0].as<std::string>(),
+                                    items[1].as<std::string>());
+  }
 
   Rewriter& rewriter_;
   Node* anchor_;
@@ -101,7 +107,8 @@ std::optional<Arg> capture_value(const Arg& value, std::span<Node* const> inputs
         if constexpr (std::is_same_v<V, Node*>) {
           if (auto i = position(nodes, v)) return tagged(kNode, *i);
           if (auto k = position(inputs, v)) return tagged(kInput, *k);
-          if (v->kind() == NodeKind::GetAttr) return tagged(kAttr, v->target().str());
+          if (v->kind() == NodeKind::GetAttr)
+            return tagged(kAttr, Tuple{{Arg(v->target().str()), Arg(v->name())}});
           return std::nullopt;
         } else if constexpr (std::is_same_v<V, List>) {
           return capture_items(kList, v.items, inputs, nodes);

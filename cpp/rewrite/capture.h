@@ -6,7 +6,7 @@
 // marks.h), so a captured value may neither point at a live node nor hold a mutable container:
 //   a reference to captured node i          -> ("fxopt.node", i)
 //   a reference to inputs[k]                -> ("fxopt.input", k)   the caller supplies it again
-//   a reference to any other get_attr node  -> ("fxopt.attr", path) read again on rebuild
+//   a reference to any other get_attr node  -> ("fxopt.attr", (path, name)) read again on rebuild
 //   a list / tuple / slice / dict           -> ("fxopt.list", (items...)) / ... / ("fxopt.dict",
 //                                              ((key, value), ...))
 // Scalars, strings, None and opaque values stay as they are. Every container is tagged, so a

@@ -73,11 +73,11 @@ void Rewriter::erase_if_unused_read(Node* node) {
   if (node->kind() == NodeKind::GetAttr && node->users().empty() && !node->erased()) erase(node);
 }
 
-Node* Rewriter::read_attribute(Node* user, const std::string& path) {
+Node* Rewriter::read_attribute(Node* user, const std::string& path, std::string_view name) {
   Symbol target = Symbol::intern(path);
   for (Node* read : program_.graph.find(NodeKind::GetAttr, target))
     if (program_.graph.before(read, user)) return read;
-  return insert_before(user, NodeKind::GetAttr, target, path, {});
+  return insert_before(user, NodeKind::GetAttr, target, name.empty() ? path : name, {});
 }
 
 void Rewriter::set_module(const std::string& path, const std::string& like, ModuleInfo module) {

@@ -33,8 +33,9 @@ class Rewriter {
   // when its user was rewired or erased); any other node is left alone.
   void erase_if_unused_read(Node* node);
   // A get_attr node reading `path` that `user` may read: an existing one before it, else a new
-  // one created right before it.
-  Node* read_attribute(Node* user, const std::string& path);
+  // one created right before it, named `name` (default: after the path) so that a restored
+  // read gets back the name its tracer gave it (Dynamo lower-cases the first letter).
+  Node* read_attribute(Node* user, const std::string& path, std::string_view name = {});
 
   // Registers `module` at `path`, as a copy of the module at `like` with the given attributes
   // and tensors (copy-on-write: the module at `like` itself is never changed).

@@ -1,15 +1,25 @@
 """`fxopt.trace`: turn a model into a `torch.fx.GraphModule` the optimizer can edit.
 
-Two tracers produce the two graph dialects fxopt's passes understand (design.md, "The user's
-path"):
+Three tracers produce the three graph dialects fxopt's passes understand:
 
 * ``"symbolic"``: `torch.fx.symbolic_trace`. Module-level graphs (`call_module` nodes for
   nn.Linear / nn.Conv2d / nn.BatchNorm*), the graphs the Optimum documentation shows. Fails on
   Python control flow that depends on tensor values, which most transformers models contain.
+* ``"dynamo"``: TorchDynamo's torch-level graph (`torch._dynamo.export`), the graph a
+  `torch.compile` backend receives: Python operators and torch functions as `call_function`
+  nodes (`operator.mul`, `torch._C._nn.linear`, `torch.matmul`), tensor methods as
+  `call_method`, weights as `get_attr`. Dynamo runs the model's Python on example inputs like
+  export does, so it traces transformers 5 models, yet keeps the operations users wrote, which
+  is what Optimum users' own passes match. Dynamo records each value's fake tensor as
+  `meta["example_value"]`; fxopt also stores it as `meta["val"]`, where export puts it.
 * ``"export"``: `torch.export.export(strict=False)` then `.module()`. ATen-level `call_function`
   nodes with weights as `get_attr`; traces through data-dependent Python by running it on
   example inputs, which fxopt invents for transformers models (`dummy_inputs`).
-* ``"auto"``: symbolic first, export when symbolic fails, with one `TraceWarning` saying why.
+* ``"auto"``: symbolic, then dynamo, then export, with one `TraceWarning` naming the mode used
+  and why the earlier ones failed.
+
+Example inputs are traced as contiguous copies, so no tracer records a guard on the caller's
+memory layout (a sliced `ids[:, :7]` would otherwise make the graph refuse contiguous ids).
 
 What the export result is: `ExportedProgram.module()` returns a `torch.fx.GraphModule` subclass
 (torch's private `_StatefulGraphModule`) whose code flattens its inputs and unflattens its outputs
@@ -52,12 +62,12 @@ from .dummy_inputs import (
     varying_dims,
 )
 
-Mode = Literal["auto", "symbolic", "export"]
+Mode = Literal["auto", "symbolic", "dynamo", "export"]
 
 TRACE_META_KEY = "fxopt_trace"
 """Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
 
-_MODES: tuple[Mode, ...] = ("auto", "symbolic", "export")
+_MODES: tuple[Mode, ...] = ("auto", "symbolic", "dynamo", "export")
 
 # Frames from these directories are machinery, not the operation that failed (see describe_failure).
 _MACHINERY_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
@@ -85,25 +95,26 @@ class TraceError(RuntimeError):
 
 
 class TraceWarning(UserWarning):
-    """Tracing succeeded, but not as asked: symbolic fell back to export, or sizes are fixed."""
+    """Tracing succeeded, but not as asked: auto fell back to a later mode, or sizes are fixed."""
 
 
 class TraceInfo(TypedDict):
     """How a graph was traced; stored in `gm.meta["fxopt_trace"]`."""
 
-    mode: Literal["symbolic", "export"]
+    mode: Literal["symbolic", "dynamo", "export"]
     """The tracer that produced the graph."""
     input_names: list[str] | None
     """Forward parameters that are graph inputs; None when symbolic tracing kept all of them."""
     dynamic_dims: dict[str, list[int]] | None
-    """Export: per input, the dimensions that accept sizes other than the example's.
+    """Dynamo / export: per input, the dimensions that accept sizes other than the example's.
     None for symbolic graphs, which record operations, not sizes."""
     fixed_sizes: dict[str, dict[int, int]]
     """Export: dimensions fxopt asked to keep dynamic that the graph fixes to the example's size."""
     dynamic_failure: str | None
     """Why export with dynamic dimensions failed, forcing a fully static retry; else None."""
     fallback_reason: str | None
-    """In auto mode, why symbolic tracing failed before export was used; else None."""
+    """In auto mode, why the modes tried before this one failed ("symbolic: ...; dynamo: ...");
+    else None."""
 
 
 def trace(
@@ -121,12 +132,13 @@ def trace(
             default values. Default: the names `example_inputs` binds to, else, for a transformers
             model, its main input plus attention_mask / decoder_input_ids where they apply, else
             (symbolic only) every parameter.
-        example_inputs: inputs export runs the model on: one tensor, a tuple of positional
-            arguments or a dict of keyword arguments. Invented from the config for transformers
-            models when omitted; required to export any other model.
-        mode: "symbolic", "export" or "auto" (symbolic, falling back to export).
-        dynamic: export only: keep batch, sequence and image height/width dimensions dynamic so
-            the graph runs on other sizes than the example's.
+        example_inputs: inputs dynamo / export run the model on: one tensor, a tuple of
+            positional arguments or a dict of keyword arguments. Invented from the config for
+            transformers models when omitted; required to trace any other model that way.
+        mode: "symbolic", "dynamo", "export" or "auto" (symbolic, then dynamo, then export).
+        dynamic: dynamo and export: keep dimensions dynamic so the graph runs on other sizes than
+            the example's (export: batch, sequence and image height/width; dynamo: every
+            dimension the model does not fix).
 
     Raises:
         ValueError: bad `mode`, an `input_names` entry that is not a forward parameter, or
@@ -138,24 +150,31 @@ def trace(
     example = _bind_example_inputs(model, example_inputs)
     names = _resolve_input_names(model, input_names, example)
     failures: dict[str, BaseException] = {}
-    if mode in ("symbolic", "auto"):
+    tracers = {
+        "symbolic": lambda: _trace_symbolic(model, names),
+        "dynamo": lambda: _trace_dynamo(model, names, example, dynamic),
+        "export": lambda: _trace_export(model, names, example, dynamic),
+    }
+    for tried, tracer in tracers.items():
+        if mode not in (tried, "auto"):
+            continue
         try:
-            return _trace_symbolic(model, names)
+            graph_module = tracer()
         except Exception as exc:  # any tracer failure is reported through TraceError
-            failures["symbolic"] = exc
-            if mode == "symbolic":
-                raise TraceError(model, failures) from exc
-    try:
-        graph_module = _trace_export(model, names, example, dynamic)
-    except Exception as exc:  # any tracer failure is reported through TraceError
-        failures["export"] = exc
-        raise TraceError(model, failures) from exc
+            failures[tried] = exc
+            continue
+        break
+    else:
+        last = failures[list(failures)[-1]]
+        raise TraceError(model, failures) from last
     info: TraceInfo = graph_module.meta[TRACE_META_KEY]
-    if "symbolic" in failures:
-        info["fallback_reason"] = describe_failure(failures["symbolic"])
+    if failures:
+        info["fallback_reason"] = "; ".join(
+            f"{failed}: {describe_failure(exc)}" for failed, exc in failures.items()
+        )
         warnings.warn(
-            f"fxopt.trace: symbolic tracing of {type(model).__name__} failed "
-            f"({info['fallback_reason']}); traced it with torch.export instead",
+            f"fxopt.trace: traced {type(model).__name__} with {info['mode']} "
+            f"({info['fallback_reason']})",
             TraceWarning,
             stacklevel=2,
         )
@@ -168,7 +187,8 @@ def describe_failure(exc: BaseException) -> str:
     """One line for a tracer failure: exception type, first message line, and where it happened.
 
     The place is the innermost traceback frame outside torch, fxopt and the standard library:
-    the model source line whose operation the tracer could not handle.
+    the model source line whose operation the tracer could not handle. Dynamo never runs the
+    model's frames, so its errors carry that line in `real_stack` instead.
     """
     kind = type(exc).__qualname__
     if type(exc).__module__ != "builtins":  # torch.fx.proxy.TraceError is not fxopt's TraceError
@@ -177,7 +197,7 @@ def describe_failure(exc: BaseException) -> str:
     description = f"{kind}: {message}" if message else kind
     frames = [
         frame
-        for frame in traceback.extract_tb(exc.__traceback__)
+        for frame in [*traceback.extract_tb(exc.__traceback__), *getattr(exc, "real_stack", [])]
         if not _is_machinery(frame.filename)
     ]
     if frames:
@@ -326,6 +346,50 @@ class _OutputTypeTracer(torch.fx.Tracer):
         return super().create_arg(a)
 
 
+def _trace_dynamo(
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: bool
+) -> GraphModule:
+    """TorchDynamo's torch-level graph of `model` on keyword inputs.
+
+    `torch._dynamo.export` returns a GraphModule whose forward takes the inputs by name (or
+    position) and rebuilds the model's own output type through pytree specs; its guards are
+    not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
+    in export graphs. `dynamic=False` makes every dimension static.
+    """
+    inputs = _export_inputs(model, names, example)
+    register_cache_pytrees(model)
+    result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
+    graph_module = result.graph_module
+    record_example_values(graph_module)
+    placeholders = graph_module.graph.find_nodes(op="placeholder")
+    dynamic_dims = {
+        name: dims
+        for name, node in zip(inputs, placeholders)
+        if isinstance(traced := node.meta.get("val"), torch.Tensor)
+        and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
+    }
+    graph_module.meta[TRACE_META_KEY] = TraceInfo(
+        mode="dynamo",
+        input_names=list(inputs),
+        dynamic_dims=dynamic_dims,
+        fixed_sizes={},
+        dynamic_failure=None,
+        fallback_reason=None,
+    )
+    return graph_module
+
+
+def record_example_values(graph_module: GraphModule) -> None:
+    """Store Dynamo's `meta["example_value"]` as `meta["val"]`, where export records it.
+
+    The fake tensors are the same objects: the engine reads each value's dtype and sizes from
+    `meta["val"]`, whichever tracer made the graph.
+    """
+    for node in graph_module.graph.nodes:
+        if "val" not in node.meta and "example_value" in node.meta:
+            node.meta["val"] = node.meta["example_value"]
+
+
 def _trace_export(
     model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: bool
 ) -> GraphModule:
@@ -381,14 +445,21 @@ def _accept_positional_or_keyword(graph_module: GraphModule) -> None:
 def _export_inputs(
     model: nn.Module, names: list[str] | None, example: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The keyword inputs export runs on: the user's, or dummies made for a transformers model."""
+    """The keyword inputs dynamo / export run on: contiguous copies of the user's, or dummies
+    made for a transformers model.
+
+    Tracers record guards on the strides of the tensors they run on; a caller's slice
+    (`ids[:, :7]`) would make the graph refuse every contiguous tensor of that shape."""
     if example is not None:
-        return example
+        return {
+            name: value.contiguous() if isinstance(value, torch.Tensor) else value
+            for name, value in example.items()
+        }
     if names is not None and is_pretrained_model(model):
         return build_dummy_inputs(model, names)
     raise ValueError(
-        f"torch.export needs example_inputs to run {type(model).__name__} on "
-        "(fxopt can only invent them for transformers models)"
+        f"tracing {type(model).__name__} with dynamo or torch.export needs example_inputs to run "
+        "it on (fxopt can only invent them for transformers models)"
     )
 
 

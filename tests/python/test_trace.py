@@ -92,8 +92,7 @@ def aten_targets(graph_module: torch.fx.GraphModule) -> list[torch._ops.OpOverlo
 
 @pytest.fixture(scope="module")
 def traced_bert(tiny_bert: transformers.BertModel) -> torch.fx.GraphModule:
-    with pytest.warns(TraceWarning, match="symbolic tracing of BertModel failed"):
-        return fxopt.trace(tiny_bert)
+    return fxopt.trace(tiny_bert, mode="export")
 
 
 @pytest.fixture(scope="module")
@@ -325,15 +324,35 @@ def test_example_of_size_one_is_reported_as_fixed() -> None:
 # --- auto -------------------------------------------------------------------------------------
 
 
-def test_auto_falls_back_to_export_and_says_why(traced_bert: torch.fx.GraphModule) -> None:
-    info = meta(traced_bert)
+def test_auto_falls_back_to_dynamo_and_says_why(tiny_bert: transformers.BertModel) -> None:
+    with pytest.warns(TraceWarning, match=r"traced BertModel with dynamo \(symbolic: TypeError: "):
+        traced = fxopt.trace(tiny_bert)
+    info = meta(traced)
+    assert info["mode"] == "dynamo"
+    assert info["fallback_reason"].startswith("symbolic: TypeError: ")
+    eager_matches(tiny_bert, traced, token_inputs(3, 11))
+
+
+def test_auto_falls_back_to_export_when_dynamo_fails(
+    tiny_bert: transformers.BertModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("dynamo refused")
+
+    monkeypatch.setattr(torch._dynamo, "export", refuse)
+    with pytest.warns(TraceWarning, match="traced BertModel with export") as record:
+        traced = fxopt.trace(tiny_bert)
+    assert sum(issubclass(w.category, TraceWarning) for w in record) == 1
+    info = meta(traced)
     assert info["mode"] == "export"
-    assert info["fallback_reason"].startswith("TypeError: ")
+    assert info["fallback_reason"].startswith("symbolic: TypeError: ")
+    assert "; dynamo: RuntimeError: dynamo refused" in info["fallback_reason"]
+    eager_matches(tiny_bert, traced, token_inputs(2, 8))
 
 
 def test_auto_fallback_on_a_plain_module_uses_example_inputs() -> None:
     model = ShapeBranch().eval()
-    expected = r"symbolic tracing of ShapeBranch failed \(torch\.fx\.proxy\.TraceError"
+    expected = r"traced ShapeBranch with dynamo \(symbolic: torch\.fx\.proxy\.TraceError"
     with pytest.warns(TraceWarning, match=expected) as record:
         traced = fxopt.trace(model, example_inputs=torch.randn(3, 4))
     assert sum(issubclass(w.category, TraceWarning) for w in record) == 1
@@ -420,18 +439,19 @@ def test_dummy_inputs_refuse_unknown_names(tiny_bert: transformers.BertModel) ->
 # --- errors -----------------------------------------------------------------------------------
 
 
-def test_untraceable_model_raises_one_trace_error_naming_both_modes() -> None:
+def test_untraceable_model_raises_one_trace_error_naming_every_mode() -> None:
     with pytest.raises(TraceError) as caught:
         fxopt.trace(ValueBranch(), example_inputs=torch.randn(2, 3))
     error = caught.value
     assert isinstance(error, RuntimeError)
-    assert set(error.failures) == {"symbolic", "export"}
+    assert set(error.failures) == {"symbolic", "dynamo", "export"}
     message = str(error)
-    assert "could not trace ValueBranch (tried: symbolic, export)" in message
+    assert "could not trace ValueBranch (tried: symbolic, dynamo, export)" in message
     symbolic = "symbolic: torch.fx.proxy.TraceError: symbolically traced variables cannot be used"
     assert symbolic in message
+    assert "dynamo: torch._dynamo.exc.Unsupported: Data-dependent branching" in message
     assert "export: " in message and "data-dependent" in message
-    assert message.count("if y.sum() > 0") == 2  # each mode points at the failing source line
+    assert message.count("if y.sum() > 0") == 3  # each mode points at the failing source line
     assert error.__cause__ is error.failures["export"]
 
 
