@@ -34,6 +34,14 @@ MODULE_ATTRIBUTES = (
 
 _PLAIN = (bool, int, float, str, type(None))
 
+# Node metadata key of the marks (signatures) of the transformations applied to a node.
+MARKS_KEY = "fxopt_transformations"
+# A plain GraphModule attribute listing the signatures whose marks the graph carried at the last
+# sync. torch.save / torch.load re-trace the code and drop node.meta, and with it every mark and
+# reversal record, but keep plain attributes: so reverse can say why it cannot, instead of
+# silently doing nothing.
+APPLIED_ATTR = "_fxopt_applied"
+
 
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
@@ -173,9 +181,22 @@ class Bridge:
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
         if reverse:
+            self._check_records_survived(signature)
             self._import_everything()
         result = self.session.run(name, options, signature, reverse, self.tensors)
         return PassReport.from_core(name, result)
+
+    def _check_records_survived(self, signature: str) -> None:
+        if signature not in self.gm.__dict__.get(APPLIED_ATTR, ()):
+            return
+        if any(signature in node.meta.get(MARKS_KEY, ()) for node in self.fx_nodes):
+            return
+        raise _core.PassError(
+            f"cannot reverse {signature}: the GraphModule was transformed by it, but the node "
+            "metadata that records how to undo it is gone (torch.save / torch.load and "
+            "re-tracing keep the code, not node.meta); reverse before saving, or keep the "
+            "transformed GraphModule (or a copy.deepcopy of it) in memory"
+        )
 
     def sync(self) -> None:
         """Replays the edit log onto the GraphModule, all or nothing."""
@@ -188,6 +209,10 @@ class Bridge:
             replay.undo()
             raise
         self.session.clear_edits()
+        applied: set[str] = set()
+        for node in self.gm.graph.nodes:
+            applied.update(node.meta.get(MARKS_KEY, ()))
+        self.gm.__dict__[APPLIED_ATTR] = tuple(sorted(applied))
 
     def rebuild(self) -> torch.fx.Graph:
         """A new fx.Graph built from the core graph alone (checks that import loses nothing)."""

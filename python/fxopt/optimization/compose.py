@@ -54,16 +54,56 @@ class ComposeTransformation(ReversibleTransformation):
         return all(isinstance(t, ReversibleTransformation) for t in self.transformations)
 
     def transform(self, graph_module: GraphModule) -> GraphModule:
-        if not self.inplace:
-            graph_module = copy.deepcopy(graph_module)
-        return _run(graph_module, [(t, False) for t in self.transformations])
+        return self._apply(graph_module, [(t, False) for t in self.transformations])
 
     def reverse(self, graph_module: GraphModule) -> GraphModule:
         if not self.reversible:
             raise TypeError("cannot reverse a composition with a non-reversible member")
+        return self._apply(graph_module, [(t, True) for t in reversed(self.transformations)])
+
+    def _apply(self, gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> GraphModule:
         if not self.inplace:
-            graph_module = copy.deepcopy(graph_module)
-        return _run(graph_module, [(t, True) for t in reversed(self.transformations)])
+            return _run(copy.deepcopy(gm), steps)
+        if _all_or_nothing(steps):
+            return _run(gm, steps)
+        # A Python member edits fx directly, and the engine cannot undo that; so the members run
+        # on a working copy (sharing the tensors, which no transformation writes), adopted only
+        # once every member succeeded. A failure anywhere leaves `gm` exactly as it was.
+        work = _working_copy(gm)
+        result = _run(work, steps)
+        if result is not work:
+            return result  # a member returned another GraphModule (DeepCopy): gm stays as it was
+        _adopt(gm, work)
+        return gm
+
+
+def _all_or_nothing(steps: list[tuple[Transformation, bool]]) -> bool:
+    """True if running `steps` on the caller's module can fail only before touching it: one
+    core session (all or nothing), then at most LintAndRecompile / DeepCopy members."""
+    builtin = [isinstance(t, BuiltinTransformation) for t, _ in steps]
+    tail = builtin.index(False) if False in builtin else len(steps)
+    return not any(builtin[tail:]) and all(
+        isinstance(t, (LintAndRecompile, DeepCopy)) for t, _ in steps[tail:]
+    )
+
+
+def _working_copy(gm: GraphModule) -> GraphModule:
+    """A deep copy of `gm` that shares its parameters and buffers (not copied)."""
+    memo: dict[int, object] = {}
+    for tensor in (*gm.parameters(), *gm.buffers()):
+        memo[id(tensor)] = tensor
+    work: GraphModule = copy.deepcopy(gm, memo)
+    return work
+
+
+def _adopt(gm: GraphModule, work: GraphModule) -> None:
+    """Makes `gm` what `work` became: submodules, tensors, attributes, graph and code.
+
+    A GraphModule's compiled forward lives on its own class (fx makes one per instance), so
+    `gm` takes `work`'s class too: no recompile beyond those the members asked for."""
+    gm.__dict__.update(work.__dict__)
+    work.graph.owning_module = gm
+    gm.__class__ = type(work)
 
 
 def _run(gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> GraphModule:

@@ -54,6 +54,7 @@ class Transformation(ABC):
         """Applies the transformation; may edit `graph_module` in place."""
 
     def __call__(self, graph_module: GraphModule, lint_and_recompile: bool = True) -> GraphModule:
+        _check_graph_module(self, graph_module)
         graph_module = self.transform(graph_module)
         if lint_and_recompile:
             _lint_and_recompile(graph_module)
@@ -92,6 +93,7 @@ class ReversibleTransformation(Transformation):
     def __call__(  # type: ignore[override]
         self, graph_module: GraphModule, lint_and_recompile: bool = True, reverse: bool = False
     ) -> GraphModule:
+        _check_graph_module(self, graph_module)
         graph_module = (self.reverse if reverse else self.transform)(graph_module)
         if lint_and_recompile:
             _lint_and_recompile(graph_module)
@@ -103,6 +105,16 @@ class ReversibleTransformation(Transformation):
             node.meta[MARKS_KEY] = marks
         else:
             node.meta.pop(MARKS_KEY, None)
+
+
+def _check_graph_module(transformation: Transformation, graph_module: object) -> None:
+    """A clear TypeError for anything but a GraphModule (an nn.Module, None...), before
+    anything is touched."""
+    if not isinstance(graph_module, GraphModule):
+        raise TypeError(
+            f"{type(transformation).__name__} takes a torch.fx.GraphModule, got "
+            f"{type(graph_module).__name__}; trace the model first (fxopt.trace(model))"
+        )
 
 
 def _lint_and_recompile(graph_module: GraphModule) -> None:
