@@ -1,0 +1,382 @@
+"""A random-graph fuzzer for the built-in passes (tests/python/test_fuzz.py, scripts/fuzz.py).
+
+A case is a seed. From it, :func:`generate` writes the source of a small ``nn.Module`` (one
+statement per op: Linear, Conv2d, ConvTranspose2d, BatchNorm1d/2d with and without affine,
+five spellings of division by a constant, relu/gelu as module, function, method and in-place,
+add, cat, parallel Linears reading one value, tuple or dict outputs, some models in float64),
+then :func:`check` traces it ("symbolic" or "export"), applies each pass alone or a composition
+in random order (``compose(..., inplace=False)``) and checks:
+
+- the input GraphModule is untouched (code and parameters);
+- a preserving result matches eager within tolerance;
+- reverse restores outputs and every parameter and buffer bit for bit, and the same code.
+
+A failure is shrunk (statements, then passes, dropped while it still fails) and printed as a
+runnable reproducer: the module source, the trace mode and the composition.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+import fxopt
+from fxopt.optimization import (
+    ChangeActivation,
+    ChangePrecision,
+    ChangeTrueDivToMulByInverse,
+    ConvWeightsChannelsLast,
+    EliminateCommonSubexpressions,
+    EliminateDeadCode,
+    FuseAttentionToSdpa,
+    FuseBatchNorm1dInLinear,
+    FuseBatchNorm2dInConv2d,
+    FuseBatchNormInConv,
+    FuseBiasInLinear,
+    FuseLinearActivationOneDnn,
+    GeluToTanhApproximation,
+    MergeLinears,
+    RecognizeLinears,
+    RemoveNoOps,
+    RemoveRuntimeAsserts,
+    Transformation,
+    compose,
+)
+
+# Every built-in pass, as the source that builds it (also what a reproducer prints).
+PASSES: dict[str, Callable[[], Transformation]] = {
+    "ChangeTrueDivToMulByInverse()": ChangeTrueDivToMulByInverse,
+    "MergeLinears()": MergeLinears,
+    "FuseBiasInLinear()": FuseBiasInLinear,
+    "FuseBatchNorm2dInConv2d()": FuseBatchNorm2dInConv2d,
+    "FuseBatchNormInConv()": FuseBatchNormInConv,
+    "FuseBatchNorm1dInLinear()": FuseBatchNorm1dInLinear,
+    "RemoveNoOps()": RemoveNoOps,
+    "EliminateCommonSubexpressions()": EliminateCommonSubexpressions,
+    "EliminateDeadCode()": EliminateDeadCode,
+    "RemoveRuntimeAsserts()": RemoveRuntimeAsserts,
+    "FuseAttentionToSdpa()": FuseAttentionToSdpa,
+    "RecognizeLinears()": RecognizeLinears,
+    "FuseLinearActivationOneDnn()": FuseLinearActivationOneDnn,
+    "ConvWeightsChannelsLast()": ConvWeightsChannelsLast,
+    "ChangePrecision(torch.bfloat16)": lambda: ChangePrecision(torch.bfloat16),
+    "ChangePrecision(torch.float16)": lambda: ChangePrecision(torch.float16),
+    "GeluToTanhApproximation()": GeluToTanhApproximation,
+    "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
+}
+
+DIVISORS = ("8", "3.0", "0.1", "1e-39", "1e30", "-2.5")
+DIVISIONS = (
+    "{v} = {a} / {c}",
+    "{v} = torch.div({a}, {c})",
+    "{v} = {a}.div({c})",
+    "{v} = torch.true_divide({a}, {c})",
+    "{v} = {a} + 0.5\n        {v} /= {c}",
+)
+ACTIVATIONS = (
+    "{v} = self.{m}({a})",  # module
+    "{v} = F.{f}({a})",
+    "{v} = torch.{f}({a})",
+    "{v} = {a}.{f}()",
+    "{v} = {a} * 1.5\n        {v}.{f}_()",  # in place, on a fresh value
+)
+
+
+@dataclass
+class Case:
+    """One generated model: its statements (each one op) and how to build it."""
+
+    seed: int
+    dense: bool  # (batch, features) values, else (batch, channels, h, w)
+    dtype: str
+    init: list[str] = field(default_factory=list)  # module constructors, "name = ..."
+    body: list[str] = field(default_factory=list)  # forward statements
+    outputs: list[str] = field(default_factory=list)
+    dict_output: bool = False
+
+    def source(self, body: list[str] | None = None) -> str:
+        body = self.body if body is None else body
+        defined = {line.split(" = ")[0].strip() for line in "\n".join(body).splitlines()}
+        outs = [o for o in self.outputs if o in defined or o == "x"] or ["x"]
+        if self.dict_output:
+            ret = "{" + ", ".join(f"'{o}': {o}" for o in outs) + "}"
+        else:
+            ret = "(" + ", ".join(outs) + ",)"
+        lines = [
+            "import torch",
+            "import torch.nn.functional as F",
+            "",
+            "class Model(torch.nn.Module):",
+            "    def __init__(self):",
+            "        super().__init__()",
+            *(f"        self.{line}" for line in self.init if _uses(body, line)),
+            "",
+            "    def forward(self, x):",
+            *(f"        {line}" for line in body),
+            f"        return {ret}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def example_input(self) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.seed)
+        shape = (3, 6) if self.dense else (2, 3, 5, 5)
+        return torch.randn(shape, generator=gen).to(getattr(torch, self.dtype))
+
+
+def _uses(body: list[str], init: str) -> bool:
+    """Whether the forward statements call the module an __init__ line is about."""
+    module = init.split(" = ")[0].split(".")[0]
+    return any(f"self.{module}(" in line for line in body)
+
+
+def generate(seed: int) -> Case:
+    rng = random.Random(seed)
+    case = Case(seed, dense=rng.random() < 0.5, dtype="float64" if rng.random() < 0.2 else "float32")
+    width = {"x": 6 if case.dense else 3}  # features or channels of each value
+    count = 0
+
+    def new(prefix: str) -> str:
+        nonlocal count
+        count += 1
+        return f"{prefix}{count}"
+
+    def pick() -> str:
+        # Recent values more often, so chains form; any value sometimes, so branches do.
+        names = list(width)
+        return rng.choice(names[-3:] if rng.random() < 0.6 else names)
+
+    for _ in range(rng.randint(2, 9)):
+        a = pick()
+        v = new("v")
+        op = rng.choice(["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par"])
+        if op == "weighted":
+            m, out = new("m"), rng.choice([4, 6, 8])
+            bias = rng.random() < 0.7
+            if case.dense:
+                case.init.append(f"{m} = torch.nn.Linear({width[a]}, {out}, bias={bias})")
+            elif rng.random() < 0.7:
+                case.init.append(f"{m} = torch.nn.Conv2d({width[a]}, {out}, 3, padding=1, bias={bias})")
+            else:
+                case.init.append(
+                    f"{m} = torch.nn.ConvTranspose2d({width[a]}, {out}, 3, padding=1, bias={bias})"
+                )
+            case.body.append(f"{v} = self.{m}({a})")
+            width[v] = out
+        elif op == "par" and case.dense:
+            # Parallel Linears reading one value: what MergeLinears merges.
+            parts = []
+            for _ in range(rng.randint(2, 3)):
+                m = new("m")
+                case.init.append(f"{m} = torch.nn.Linear({width[a]}, 4, bias={rng.random() < 0.7})")
+                parts.append(f"self.{m}({a})")
+            case.body.append(f"{v} = " + " + ".join(parts))
+            width[v] = 4
+        elif op == "norm":
+            m = new("m")
+            kind = "BatchNorm1d" if case.dense else "BatchNorm2d"
+            affine = rng.random() < 0.7
+            case.init.append(f"{m} = torch.nn.{kind}({width[a]}, affine={affine})")
+            # Non-trivial running statistics, so a fold has something to fold.
+            case.init.append(f"{m}.running_mean.uniform_(-1, 1)")
+            case.init.append(f"{m}.running_var.uniform_(0.5, 2)")
+            case.body.append(f"{v} = self.{m}({a})")
+            width[v] = width[a]
+        elif op == "div":
+            spelling = rng.choice(DIVISIONS)
+            case.body.append(spelling.format(v=v, a=a, c=rng.choice(DIVISORS)))
+            width[v] = width[a]
+        elif op == "act":
+            f = rng.choice(["relu", "gelu"])
+            spelling = rng.choice(ACTIVATIONS[:4] if f == "gelu" else ACTIVATIONS)
+            m = new("m")
+            if spelling.startswith("{v} = self"):
+                case.init.append(f"{m} = torch.nn.{'ReLU' if f == 'relu' else 'GELU'}()")
+            if f == "gelu" and "torch.{f}" in spelling:
+                spelling = "{v} = torch.nn.functional.gelu({a})"
+            case.body.append(spelling.format(v=v, a=a, m=m, f=f))
+            width[v] = width[a]
+        else:  # add / cat of two values (same width for add, any for cat)
+            b = pick()
+            if op == "add" and width[b] == width[a]:
+                case.body.append(f"{v} = {a} + {b}")
+                width[v] = width[a]
+            else:
+                dim = -1 if case.dense else 1
+                case.body.append(f"{v} = torch.cat([{a}, {b}], {dim})")
+                width[v] = width[a] + width[b]
+    names = [n for n in width if n != "x"]
+    case.outputs = rng.sample(names, k=min(len(names), rng.randint(1, 2)))
+    case.dict_output = rng.random() < 0.3
+    return case
+
+
+def build(source: str, dtype: str) -> torch.nn.Module:
+    scope: dict[str, Any] = {}
+    exec(compile(source, "<fuzz model>", "exec"), scope)
+    torch.manual_seed(0)
+    model: torch.nn.Module = scope["Model"]()
+    return model.to(getattr(torch, dtype)).eval()
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, dict):
+        return [out[k] for k in sorted(out)]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out]
+
+
+def _state(gm: torch.fx.GraphModule) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in gm.state_dict().items()}
+
+
+def _same_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> str | None:
+    if set(a) != set(b):
+        return f"parameter names differ: {sorted(set(a) ^ set(b))}"
+    for k in a:
+        if a[k].dtype != b[k].dtype or not torch.equal(a[k], b[k]):
+            return f"parameter '{k}' differs"
+    return None
+
+
+def _bit_equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape and torch.equal(x.nan_to_num(), y.nan_to_num())
+        for x, y in zip(a, b)
+    )
+
+
+def _close(ref: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
+    if len(ref) != len(got):
+        return False
+    for r, g in zip(ref, got):
+        if r.shape != g.shape or r.dtype != g.dtype:
+            return False
+        # Folds reassociate float arithmetic: tolerance scales with the output's magnitude.
+        finite = r.isfinite()
+        if not torch.equal(finite, g.isfinite()) or not torch.equal(r[~finite], g[~finite]):
+            return False
+        scale = float(r[finite].abs().max()) if finite.any() else 1.0
+        tol = (1e-4 if r.dtype == torch.float32 else 1e-10) * max(scale, 1.0)
+        if not torch.allclose(r[finite], g[finite], rtol=1e-3, atol=tol):
+            return False
+    return True
+
+
+def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str],
+          check_code: bool = True) -> str | None:  # fmt: skip
+    """None if the composition of `passes` behaves on the model `source`, else what failed.
+    `check_code`: also require reverse to give back the same code (same node order)."""
+    try:
+        model = build(source, dtype)
+        with torch.no_grad():
+            eager = _flat(model(x))
+        gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    except Exception:
+        return None  # not a model this case can test (the generator's problem, not a pass's)
+    code, state = gm.code, _state(gm)
+    members = [PASSES[p]() for p in passes]
+    composition = compose(*members, inplace=False)
+    try:
+        with torch.no_grad():
+            traced = _flat(gm(x))
+            out = composition(gm)
+            if gm.code != code or _same_state(state, _state(gm)):
+                return "transform changed its input GraphModule"
+            if composition.preserves_computation and not _close(eager, _flat(out(x))):
+                return "outputs differ from eager beyond tolerance"
+            back = composition(out, reverse=True)
+            restored = _flat(back(x))
+    except Exception:
+        return "raised:\n" + traceback.format_exc(limit=-3)
+    if not _bit_equal(traced, restored):
+        return "reverse does not restore the outputs bit for bit"
+    if (why := _same_state(state, _state(back))) is not None:
+        return "reverse: " + why
+    if check_code and back.code != code:
+        return "reverse does not restore the code:\n" + back.code
+    return None
+
+
+@dataclass
+class Failure:
+    seed: int
+    mode: str
+    passes: list[str]
+    reason: str
+    reproducer: str
+
+
+def plan(seed: int) -> tuple[Case, str, list[str]]:
+    """The model, trace mode and composition of case `seed`: each pass alone in turn (so every
+    pass is tried alone every len(PASSES) cases), else a random composition in random order."""
+    case = generate(seed)
+    rng = random.Random(seed * 7919 + 1)
+    mode = rng.choice(["symbolic", "export"])
+    names = list(PASSES)
+    if seed % 2 == 0:
+        passes = [names[(seed // 2) % len(names)]]
+    else:
+        passes = rng.sample(names, k=rng.randint(2, 6))
+    return case, mode, passes
+
+
+def run_case(seed: int, check_code: Callable[[str], bool] = lambda mode: True) -> Failure | None:
+    """Runs case `seed`; `check_code(mode)` says whether reverse must also restore the code."""
+    case, mode, passes = plan(seed)
+    x = case.example_input()
+    reason = check(case.source(), case.dtype, x, mode, passes, check_code(mode))
+    if reason is None:
+        return None
+    body, passes = _shrink(case, x, mode, passes, reason, check_code(mode))
+    return Failure(seed, mode, passes, reason, _reproducer(case, body, mode, passes))
+
+
+def _fails(case: Case, x: torch.Tensor, mode: str, body: list[str], passes: list[str],
+           reason: str, check_code: bool) -> bool:  # fmt: skip
+    got = check(case.source(body), case.dtype, x, mode, passes, check_code)
+    return got is not None and got.splitlines()[0] == reason.splitlines()[0]
+
+
+def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str], reason: str,
+            check_code: bool) -> tuple[list[str], list[str]]:  # fmt: skip
+    """Drops statements, then passes, one at a time while the same failure remains."""
+    body = list(case.body)
+    for i in reversed(range(len(body))):
+        trial = body[:i] + body[i + 1 :]
+        if trial and _fails(case, x, mode, trial, passes, reason, check_code):
+            body = trial
+    for i in reversed(range(len(passes))):
+        trial = passes[:i] + passes[i + 1 :]
+        if trial and _fails(case, x, mode, body, trial, reason, check_code):
+            passes = trial
+    return body, passes
+
+
+def _reproducer(case: Case, body: list[str], mode: str, passes: list[str]) -> str:
+    shape = tuple(case.example_input().shape)
+    return (
+        case.source(body)
+        + "\nimport fxopt\nfrom fxopt.optimization import *\n"
+        + f"model = Model().to(torch.{case.dtype}).eval()\n"
+        + f"x = torch.randn{shape}.to(torch.{case.dtype})\n"
+        + f"gm = fxopt.trace(model, example_inputs=(x,), mode={mode!r})\n"
+        + f"c = compose({', '.join(passes)}, inplace=False)\n"
+        + "out = c(gm)\n"
+        + "back = c(out, reverse=True)\n"
+        + "print(gm(x), out(x), back(x), gm.code == back.code, sep='\\n')\n"
+    )
+
+
+def report(failure: Failure) -> str:
+    return (
+        f"seed {failure.seed}, mode {failure.mode}, passes {failure.passes}: {failure.reason}\n"
+        f"--- reproducer ---\n{failure.reproducer}"
+    )
+
+
+__all__ = ["PASSES", "Case", "Failure", "generate", "check", "run_case", "report"]
