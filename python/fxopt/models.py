@@ -15,6 +15,7 @@ Everything is offline: weights come from disk, never from a hub.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import typing
@@ -186,6 +187,12 @@ def _from_config_file(path: Path) -> nn.Module:
     if not isinstance(values, dict) or "model_type" not in values:
         raise ModelError(f"{path} is not a transformers config (it has no model_type)")
     model_type = values.pop("model_type")
+    known = t.CONFIG_MAPPING.keys()
+    if model_type not in known:
+        # transformers' own message lists all ~400 types; the nearest few are what helps.
+        near = difflib.get_close_matches(str(model_type), list(known), n=5, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise ModelError(f"{path}: unknown model_type {model_type!r}{hint}")
     try:
         config = t.AutoConfig.for_model(model_type, **values)
     except ValueError as exc:

@@ -105,3 +105,14 @@ def test_reverse_after_save_and_load_says_why_it_cannot() -> None:
     loaded = torch.load(buffer, weights_only=False)
     with pytest.raises(fxopt.optimization.TransformationError, match="torch.save"):
         MergeLinears()(loaded, reverse=True)
+
+
+def test_unknown_model_type_names_the_nearest_types(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from fxopt.models import ModelError, _from_config_file
+
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "brt"}')
+    with pytest.raises(ModelError) as info:
+        _from_config_file(path)
+    message = str(info.value)
+    assert "did you mean" in message and "bert" in message and len(message) < 300
