@@ -204,10 +204,19 @@ def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 
 def _call(function: Callable[..., Any], inputs: Inputs) -> Any:
-    """Call with a private copy of the inputs (tensors cloned, containers rebuilt)."""
+    """Call with a private copy of the inputs (tensors copied, containers rebuilt)."""
     args, kwargs = split_inputs(inputs)
-    args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
+    args, kwargs = pytree.tree_map_only(torch.Tensor, _copy, (args, kwargs))
     return function(*args, **kwargs)
+
+
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy with the same dtype, sizes and strides: a graph that checks its inputs' layout
+    sees the caller's (torch.clone makes a sliced tensor contiguous)."""
+    copy = torch.empty_strided(
+        tensor.size(), tensor.stride(), dtype=tensor.dtype, device=tensor.device
+    )
+    return copy.copy_(tensor)
 
 
 def _leaf_name(path: tuple[Any, ...]) -> str:
