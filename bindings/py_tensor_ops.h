@@ -3,9 +3,12 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <functional>
 
 #include "tensor/tensor_ops.h"
 
@@ -15,7 +18,10 @@ namespace nb = nanobind;
 
 class PyTensorOps final : public TensorOps {
  public:
-  explicit PyTensorOps(nb::object impl) : impl_(std::move(impl)) {}
+  // call_form(node, operands) spells a call for Python (Session::call_form).
+  using CallForm = std::function<nb::tuple(const Node&, const std::vector<TensorInfo>&)>;
+  PyTensorOps(nb::object impl, CallForm call_form)
+      : impl_(std::move(impl)), call_form_(std::move(call_form)) {}
 
   TensorInfo cat(const std::vector<TensorInfo>& parts, int64_t dim) override {
     return call("cat", parts, dim);
@@ -52,6 +58,13 @@ class PyTensorOps final : public TensorOps {
         nb::cast<std::pair<TensorInfo, TensorInfo>>(impl_.attr("quantize_rows_int8")(a));
     return {values, scales};
   }
+  std::optional<TensorInfo> evaluate(const Node& node,
+                                     const std::vector<TensorInfo>& operands) override {
+    nb::gil_scoped_acquire gil;
+    nb::object result = impl_.attr("evaluate")(*call_form_(node, operands));
+    if (result.is_none()) return std::nullopt;
+    return nb::cast<TensorInfo>(result);
+  }
 
  private:
   template <class... A>
@@ -61,6 +74,7 @@ class PyTensorOps final : public TensorOps {
   }
 
   nb::object impl_;
+  CallForm call_form_;
 };
 
 }  // namespace fxopt::bindings

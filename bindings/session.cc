@@ -139,14 +139,14 @@ Arg Session::to_arg(nb::handle value) {
   return opaque;
 }
 
-nb::object Session::to_py(const Arg& arg) const {
+nb::object Session::to_py(const Arg& arg, const NodeValues* values) const {
   return std::visit(
       [&](const auto& v) -> nb::object {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, None>) {
           return nb::none();
         } else if constexpr (std::is_same_v<V, Node*>) {
-          return py_node(v->id());
+          return values ? values->at(v) : py_node(v->id());
         } else if constexpr (std::is_same_v<V, bool>) {
           return nb::bool_(v);
         } else if constexpr (std::is_same_v<V, int64_t>) {
@@ -157,16 +157,17 @@ nb::object Session::to_py(const Arg& arg) const {
           return nb::str(v.c_str(), v.size());
         } else if constexpr (std::is_same_v<V, List>) {
           nb::list out;
-          for (const Arg& item : v.items) out.append(to_py(item));
+          for (const Arg& item : v.items) out.append(to_py(item, values));
           return out;
         } else if constexpr (std::is_same_v<V, Tuple>) {
-          return to_py(v.items);
+          return to_py(v.items, values);
         } else if constexpr (std::is_same_v<V, Slice>) {
-          return nb::steal(PySlice_New(to_py(v.items[0]).ptr(), to_py(v.items[1]).ptr(),
-                                       to_py(v.items[2]).ptr()));
+          return nb::steal(PySlice_New(to_py(v.items[0], values).ptr(),
+                                       to_py(v.items[1], values).ptr(),
+                                       to_py(v.items[2], values).ptr()));
         } else if constexpr (std::is_same_v<V, Dict>) {
           nb::dict out;
-          for (const auto& [key, item] : v.items) out[key.c_str()] = to_py(item);
+          for (const auto& [key, item] : v.items) out[key.c_str()] = to_py(item, values);
           return out;
         } else {
           return opaques_.at(v.id - 1);
@@ -175,10 +176,22 @@ nb::object Session::to_py(const Arg& arg) const {
       arg.value);
 }
 
-nb::object Session::to_py(const Args& args) const {
+nb::object Session::to_py(const Args& args, const NodeValues* values) const {
   nb::list items;
-  for (const Arg& item : args) items.append(to_py(item));
+  for (const Arg& item : args) items.append(to_py(item, values));
   return nb::tuple(items);
+}
+
+nb::tuple Session::call_form(const Node& node, const std::vector<TensorInfo>& operands) {
+  NodeValues values;
+  size_t next = 0;
+  node.for_each_input([&](Node* input) {
+    nb::object value = nb::cast(operands.at(next++));
+    values.emplace(input, value);
+  });
+  return nb::make_tuple(target_object(node.kind(), node.target()),
+                        node.kind() == NodeKind::CallMethod, to_py(node.args(), &values),
+                        to_py(Arg(node.kwargs()), &values));
 }
 
 namespace {
@@ -268,7 +281,9 @@ PassResult Session::run(const std::string& pass_name, nb::dict options,
   const PassInfo* info = find_pass(pass_name);
   if (!info) throw std::invalid_argument("no built-in transformation named '" + pass_name + "'");
   std::unique_ptr<Pass> pass = info->make(to_arg(options).as<Dict>());
-  PyTensorOps tensors(std::move(tensor_ops));
+  PyTensorOps tensors(std::move(tensor_ops), [this](const Node& node, const auto& operands) {
+    return call_form(node, operands);
+  });
   nb::gil_scoped_release release;
   return run_pass(*pass, program_, log_, tensors, signature, reverse);
 }

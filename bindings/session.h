@@ -55,8 +55,13 @@ class Session {
  private:
   Arg to_arg(nb::handle value);
   Arg sequence_to_arg(nb::handle value, bool is_list);
-  nb::object to_py(const Arg& arg) const;
-  nb::object to_py(const Args& args) const;
+  // Node references become their fx nodes, or their entries in `values` when given.
+  using NodeValues = std::unordered_map<const Node*, nb::object>;
+  nb::object to_py(const Arg& arg, const NodeValues* values = nullptr) const;
+  nb::object to_py(const Args& args, const NodeValues* values = nullptr) const;
+  // (target callable or method name, is_method, args, kwargs) of `node`, with `operands` (as
+  // TensorInfo objects) for the nodes it reads: what TensorOps::evaluate calls in Python.
+  nb::tuple call_form(const Node& node, const std::vector<TensorInfo>& operands);
   nb::object target_object(NodeKind kind, Symbol target);
   Symbol target_symbol(NodeKind kind, nb::handle target);
   nb::object tensor_to_py(const TensorInfo& tensor) const;

@@ -119,7 +119,9 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   const TensorInfo& weight = *view->params.tensor("weight");
   QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
   TensorInfo packed = ctx.tensors.transpose(quantized.values, 0, 1);
-  std::string base = view->owner() + ".weight";
+  // Next to the weight: the module's own, or the attribute the get_attr operand reads.
+  std::string base =
+      view->weight_node ? view->weight_node->target().str() : view->module() + ".weight";
   std::string values_path = rewriter.unique_path(base + "_int8");
   rewriter.set_attribute(values_path, packed);
   std::string scales_path = rewriter.unique_path(base + "_int8_scale");

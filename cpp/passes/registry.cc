@@ -6,6 +6,7 @@
 #include "passes/conv_weights_channels_last.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
+#include "passes/fold_constants.h"
 #include "passes/fuse_attention_to_sdpa.h"
 #include "passes/fuse_batch_norm_in_conv.h"
 #include "passes/fuse_batch_norm_in_linear.h"
@@ -42,7 +43,8 @@ std::string string_option(const Dict& options, std::string_view name) {
 // FuseLinearActivationOneDnn and QuantizeLinearsInt8 last, as the Linears they consume are no
 // Linears to the others.
 // The graph cleanups come first: pattern passes then see through no-ops and repeated
-// subexpressions; dead code after them takes what they left unused.
+// subexpressions; constants fold after CSE (one fold per distinct expression); dead code after
+// them takes what they left unused.
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
       {"RemoveNoOps",
@@ -52,6 +54,10 @@ const std::vector<PassInfo>& all_passes() {
       {"EliminateCommonSubexpressions",
        "a call repeating an earlier one with the same arguments is replaced by its result", true,
        true, make_plain<EliminateCommonSubexpressions>},
+      {"FoldConstants",
+       "a call whose value depends only on stored tensors and literals is computed once and "
+       "stored",
+       true, true, make_plain<FoldConstants>},
       {"EliminateDeadCode", "nodes whose value nothing reads and that have no side effect go", true,
        true, make_plain<EliminateDeadCode>},
       {"RemoveRuntimeAsserts",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,12 @@ class ReferenceTensorOps final : public TensorOps {
   // Layout is not modelled here: a plain copy.
   TensorInfo channels_last(const TensorInfo& a) override { return clone(a); }
   QuantizedRows quantize_rows_int8(const TensorInfo& a) override;
+  // Calls `evaluator` (tests set it to their interpreter's kernels); nullopt without one.
+  std::optional<TensorInfo> evaluate(const Node& node,
+                                     const std::vector<TensorInfo>& operands) override {
+    return evaluator ? evaluator(node, operands) : std::nullopt;
+  }
+  std::function<std::optional<TensorInfo>(const Node&, const std::vector<TensorInfo>&)> evaluator;
 
  private:
   template <class F>

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ class TensorOps {
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
   virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
+  // Runs the call `node` (call_function or call_method) once, with `operands[i]` standing for
+  // the i-th node it reads (Node::for_each_input order) and its other arguments as they are;
+  // nullopt if the call does not return a tensor. How passes fold constants: the op itself is
+  // the user's framework's, so only the bridge can run it.
+  virtual std::optional<TensorInfo> evaluate(const Node& node,
+                                             const std::vector<TensorInfo>& operands) = 0;
   // A copy of a 4-D tensor laid out channels-last (NHWC strides); the values are the same.
   virtual TensorInfo channels_last(const TensorInfo& a) = 0;
 };

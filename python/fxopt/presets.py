@@ -172,7 +172,7 @@ def _preserving_builtins() -> list[str]:
 OPT_IN = ("RemoveRuntimeAsserts",)
 """Preserving passes no preset runs: removing torch.export's input checks is the user's call."""
 
-CLEANUP = ["RemoveNoOps", "EliminateCommonSubexpressions", "EliminateDeadCode"]
+CLEANUP = ["RemoveNoOps", "EliminateCommonSubexpressions", "FoldConstants", "EliminateDeadCode"]
 """Graph cleanup: first, so the pattern passes see through no-ops and repeated expressions."""
 
 

@@ -8,8 +8,10 @@ contiguous tensor, so results never alias the caller's parameters.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from . import _core
 
@@ -111,3 +113,17 @@ class TorchTensorOps:
         scales = (t.abs().amax(1) / 127).clamp_min(torch.finfo(torch.float32).tiny).float()
         values = torch.round(t / scales[:, None]).to(torch.int8)
         return self._result(values), self._result(scales)
+
+    @torch.no_grad()
+    def evaluate(
+        self, target: Any, is_method: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _core.TensorInfo | None:
+        def value(x: Any) -> Any:
+            return self.tensor(x) if isinstance(x, _core.TensorInfo) else x
+
+        args, kwargs = pytree.tree_map(value, (args, kwargs))
+        result = getattr(args[0], target)(*args[1:], **kwargs) if is_method else target(*args, **kwargs)
+        if not isinstance(result, torch.Tensor):
+            return None
+        # A copy: a view would share storage with the tensor it was computed from.
+        return self.register(result.detach().clone())

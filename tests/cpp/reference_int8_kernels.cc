@@ -22,7 +22,7 @@ TensorInfo map(ReferenceTensorOps& ops, const TensorInfo& x, double (*fn)(double
 // Elementwise a op b, where b is a number, a tensor of a's shape, or a tensor broadcast along
 // rows ([m, 1]) or columns ([n]) of a 2-D a.
 template <class Op>
-Value binary(ReferenceInterpreter& in, const std::vector<Value>& args, Op op) {
+Value elementwise(ReferenceInterpreter& in, const std::vector<Value>& args, Op op) {
   const TensorInfo& a = tensor(args, 0);
   const std::vector<double>& av = in.ops().values(a);
   std::vector<double> out(av.size());
@@ -41,8 +41,7 @@ Value binary(ReferenceInterpreter& in, const std::vector<Value>& args, Op op) {
       out[i] = op(av[i], bv[j]);
     }
   }
-  std::string dtype = a.dtype == "int32" ? "float32" : a.dtype;  // int32 * float scale
-  return in.ops().make(a.shape, std::move(out), dtype);
+  return in.ops().make(a.shape, std::move(out), a.dtype);
 }
 
 // amax(x, [-1], keepdim=True) of a 2-D x.
@@ -88,18 +87,9 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
       });
   add("aten.amax.default", row_max);
   add("aten._int_mm.default", int_mm);
-  add("aten.div.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-    return binary(in, a, [](double x, double y) { return x / y; });
-  });
-  add("aten.mul.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-    return binary(in, a, [](double x, double y) { return x * y; });
-  });
-  add("aten.add.Tensor", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-    return binary(in, a, [](double x, double y) { return x + y; });
-  });
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-        return binary(in, a, [](double x, double y) { return std::max(x, y); });
+        return elementwise(in, a, [](double x, double y) { return std::max(x, y); });
       });
 }
 

@@ -15,12 +15,18 @@ TensorInfo as_tensor(ReferenceTensorOps& ops, const Value& v, const TensorInfo& 
 // Binary elementwise kernel over a tensor and a tensor-or-scalar.
 ReferenceInterpreter::Kernel binary(TensorInfo (ReferenceTensorOps::*op)(const TensorInfo&,
                                                                          const TensorInfo&),
-                                    bool invert_scalar = false) {
+                                    bool invert = false) {
   return [=](ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) -> Value {
     const TensorInfo& a = std::get<TensorInfo>(args.at(0));
     Value b = args.at(1);
-    if (invert_scalar && std::holds_alternative<double>(b)) b = 1.0 / std::get<double>(b);
-    return (in.ops().*op)(a, as_tensor(in.ops(), b, a));
+    if (invert && std::holds_alternative<double>(b)) b = 1.0 / std::get<double>(b);
+    TensorInfo other = as_tensor(in.ops(), b, a);
+    if (invert && std::holds_alternative<TensorInfo>(b)) {  // a / b as a * (1 / b)
+      std::vector<double> inverse = in.ops().values(other);
+      for (double& v : inverse) v = 1.0 / v;
+      other = in.ops().make(other.shape, std::move(inverse), other.dtype);
+    }
+    return (in.ops().*op)(a, other);
   };
 }
 
@@ -31,7 +37,7 @@ ReferenceInterpreter::ReferenceInterpreter(const Program& program, ReferenceTens
   auto f = [](const char* t) { return std::pair(NodeKind::CallFunction, std::string(t)); };
   auto m = [](const char* t) { return std::pair(NodeKind::CallMethod, std::string(t)); };
   Kernel mul = binary(&ReferenceTensorOps::mul);
-  Kernel div = binary(&ReferenceTensorOps::mul, /*invert_scalar=*/true);
+  Kernel div = binary(&ReferenceTensorOps::mul, /*invert=*/true);
   Kernel add = binary(&ReferenceTensorOps::add);
   for (auto key : {f("_operator.mul"), f("torch.mul"), m("mul"), m("mul_"), f("aten.mul.Tensor"),
                    f("aten.mul.Scalar")})
@@ -82,24 +88,25 @@ std::vector<TensorInfo> ReferenceInterpreter::run(const std::map<std::string, Te
             [&](Node* n) { outputs.push_back(std::get<TensorInfo>(env.at(n))); });
         return outputs;
       }
-      default: {
-        const ModuleInfo* module =
-            node->kind() == NodeKind::CallModule ? program_.module(node->target()) : nullptr;
-        auto it = kernels_.find({node->kind(), module ? module->type.str() : node->target().str()});
-        if (it == kernels_.end())
-          throw std::invalid_argument("reference interpreter has no kernel for " +
-                                      node->describe());
-        std::vector<Value> args;
-        for (const Arg& a : node->args()) args.push_back(evaluate(a, env));
-        for (const auto& [key, a] : node->kwargs().items)
-          if (key == "other" || key == "input" || key == "weight" || key == "bias" ||
-              key == "attn_mask")
-            args.push_back(evaluate(a, env));
-        env[node] = it->second(*this, *node, args);
-      }
+      default:
+        env[node] = call(*node, env);
     }
   }
   throw std::invalid_argument("graph has no output node");
+}
+
+Value ReferenceInterpreter::call(const Node& node, const std::map<const Node*, Value>& env) {
+  const ModuleInfo* module =
+      node.kind() == NodeKind::CallModule ? program_.module(node.target()) : nullptr;
+  auto it = kernels_.find({node.kind(), module ? module->type.str() : node.target().str()});
+  if (it == kernels_.end())
+    throw std::invalid_argument("reference interpreter has no kernel for " + node.describe());
+  std::vector<Value> args;
+  for (const Arg& a : node.args()) args.push_back(evaluate(a, env));
+  for (const auto& [key, a] : node.kwargs().items)
+    if (key == "other" || key == "input" || key == "weight" || key == "bias" || key == "attn_mask")
+      args.push_back(evaluate(a, env));
+  return it->second(*this, node, args);
 }
 
 double max_abs_diff(ReferenceTensorOps& ops, const TensorInfo& a, const TensorInfo& b) {

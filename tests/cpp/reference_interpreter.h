@@ -27,6 +27,8 @@ class ReferenceInterpreter {
   std::vector<TensorInfo> run(const std::map<std::string, TensorInfo>& inputs);
 
   ReferenceTensorOps& ops() { return ops_; }
+  // The value of one call, its operands' values taken from `env`.
+  Value call(const Node& node, const std::map<const Node*, Value>& env);
   // Kernels of call_module nodes are found by the module's type.
   void add_kernel(NodeKind kind, const std::string& target, Kernel kernel) {
     kernels_[{kind, target}] = std::move(kernel);
@@ -51,7 +53,8 @@ void add_conv_kernels(ReferenceInterpreter& interpreter);
 // Kernels for relu / gelu / silu in every dialect, dtype casts, 2-D matmul and oneDNN's fused
 // linear (reference_activation_kernels.cc).
 void add_activation_kernels(ReferenceInterpreter& interpreter);
-// Kernels for the ATen ops of per-token int8 Linears (reference_int8_kernels.cc).
+// Kernels for the ATen ops of per-token int8 Linears but mul / div / add, which the interpreter
+// has (reference_int8_kernels.cc).
 void add_int8_kernels(ReferenceInterpreter& interpreter);
 
 // x W^T + b over the last dimension of x (b may be nullptr); reference_linear_kernels.cc.

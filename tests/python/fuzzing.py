@@ -26,6 +26,8 @@ import torch
 
 import fxopt
 from fxopt.optimization import (
+    FoldConstants,
+    QuantizeLinearsInt8,
     ChangeActivation,
     ChangePrecision,
     ChangeTrueDivToMulByInverse,
@@ -57,6 +59,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseBatchNorm1dInLinear()": FuseBatchNorm1dInLinear,
     "RemoveNoOps()": RemoveNoOps,
     "EliminateCommonSubexpressions()": EliminateCommonSubexpressions,
+    "FoldConstants()": FoldConstants,
     "EliminateDeadCode()": EliminateDeadCode,
     "RemoveRuntimeAsserts()": RemoveRuntimeAsserts,
     "FuseAttentionToSdpa()": FuseAttentionToSdpa,
@@ -67,6 +70,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "ChangePrecision(torch.float16)": lambda: ChangePrecision(torch.float16),
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
+    "QuantizeLinearsInt8()": QuantizeLinearsInt8,
 }
 
 DIVISORS = ("8", "3.0", "0.1", "1e-39", "1e30", "-2.5")

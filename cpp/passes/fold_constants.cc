@@ -1,0 +1,185 @@
+#include "passes/fold_constants.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "ops/effects.h"
+#include "rewrite/capture.h"
+
+namespace fxopt {
+namespace {
+
+constexpr int64_t kSmallBytes = 64 * 1024;
+
+int64_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64" || dtype == "complex64") return 8;
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
+  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
+  return 4;
+}
+
+int64_t bytes(const TensorInfo& t) {
+  int64_t n = dtype_bytes(t.dtype);
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+// The operands of `node` that are calls, not get_attr reads: a record names them, as captured
+// get_attr reads are re-read by path (rewrite/capture.h).
+std::vector<Node*> computed_operands(const Node& node) {
+  std::vector<Node*> out;
+  node.for_each_input([&](Node* input) {
+    if (input->kind() != NodeKind::GetAttr && std::ranges::find(out, input) == out.end())
+      out.push_back(input);
+  });
+  return out;
+}
+
+// Values of constant nodes, computed on demand and kept for the run.
+class Evaluator {
+ public:
+  Evaluator(const Program& program, TensorOps& tensors) : program_(program), tensors_(tensors) {}
+
+  std::optional<TensorInfo> value(const Node* node) {
+    if (auto it = values_.find(node); it != values_.end()) return it->second;
+    std::optional<TensorInfo> result;
+    if (node->kind() == NodeKind::GetAttr) {
+      if (const TensorInfo* t = program_.attribute(node->target())) result = *t;
+    } else {
+      std::vector<TensorInfo> operands;
+      bool known = true;
+      node->for_each_input([&](Node* input) {
+        std::optional<TensorInfo> v = known ? value(input) : std::nullopt;
+        known = known && v;
+        if (v) operands.push_back(*v);
+      });
+      try {
+        if (known) result = tensors_.evaluate(*node, operands);
+      } catch (const std::exception& e) {
+        failure_ = e.what();  // the op refused to run outside its graph: not a constant to fold
+      }
+    }
+    values_.emplace(node, result);
+    return result;
+  }
+  // What went wrong running an op, if anything did.
+  const std::string& failure() const { return failure_; }
+
+ private:
+  const Program& program_;
+  TensorOps& tensors_;
+  std::unordered_map<const Node*, std::optional<TensorInfo>> values_;
+  std::string failure_;
+};
+
+}  // namespace
+
+void FoldConstants::begin(const Program& program) const {
+  constant_.clear();
+  std::unordered_set<const Node*> written = written_in_place(program);
+  for (const Node* node : program.graph) {
+    if (node->kind() == NodeKind::GetAttr) {
+      if (program.attribute(node->target()) && !written.contains(node)) constant_.insert(node);
+      continue;
+    }
+    if (node->kind() != NodeKind::CallFunction && node->kind() != NodeKind::CallMethod) continue;
+    if (!side_effect(program, *node).empty() || written.contains(node)) continue;
+    bool all = true;
+    node->for_each_input([&](Node* input) { all = all && constant_.contains(input); });
+    if (all) constant_.insert(node);
+  }
+}
+
+void FoldConstants::rewrite(PassContext& ctx, Node* node) const {
+  if (node->kind() == NodeKind::GetAttr || !constant_.contains(node)) return;
+  bool frontier =
+      std::ranges::any_of(node->users(), [&](Node* u) { return !constant_.contains(u); });
+  if (!frontier) return;  // computed as part of the constant its users become
+  std::vector<Node*> inputs = computed_operands(*node);
+  std::optional<Arg> args = capture_value(Tuple{node->args()}, inputs);
+  std::optional<Arg> kwargs = capture_value(node->kwargs(), inputs);
+  if (!args || !kwargs) return ctx.skip(*node, "reads values a reversal record cannot hold");
+
+  // A fresh evaluator per frontier node keeps no tensor handles alive across the run's folds.
+  Evaluator evaluator(ctx.rewriter.program(), ctx.tensors);
+  std::optional<TensorInfo> value = evaluator.value(node);
+  if (!value)
+    return ctx.skip(*node, evaluator.failure().empty()
+                               ? "its value is not a tensor"
+                               : "computing it failed: " + evaluator.failure().substr(0, 200));
+  int64_t operand_bytes = 0;
+  bool parameter = false, requires_grad = false;
+  node->for_each_input([&](Node* input) {
+    std::optional<TensorInfo> v = evaluator.value(input);
+    operand_bytes += v ? bytes(*v) : 0;
+  });
+  std::vector<const Node*> stack(1, node), seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (std::ranges::find(seen, n) != seen.end()) continue;
+    seen.push_back(n);
+    if (n->kind() == NodeKind::GetAttr) {
+      const TensorInfo* t = ctx.rewriter.program().attribute(n->target());
+      parameter = parameter || (t && t->is_parameter);
+      requires_grad = requires_grad || (t && t->requires_grad);
+    }
+    n->for_each_input([&](Node* input) { stack.push_back(input); });
+  }
+  if (bytes(*value) > kSmallBytes && bytes(*value) > operand_bytes)
+    return ctx.skip(*node, "its value (" + std::to_string(bytes(*value)) +
+                               " bytes) is larger than what it is computed from");
+
+  Rewriter& rewriter = ctx.rewriter;
+  TensorInfo stored = *value;
+  stored.is_parameter = parameter;
+  stored.requires_grad = requires_grad;
+  std::string path = rewriter.unique_path("_folded_" + node->name());
+  rewriter.set_attribute(path, stored);
+  Tuple operand_names;
+  for (Node* input : inputs) operand_names.items.push_back(input->name());
+
+  Record record;
+  record.set("kind", std::string(kind_name(node->kind())));
+  record.set("target", node->target().str());
+  record.set("args", std::move(*args));
+  record.set("kwargs", std::move(*kwargs));
+  record.set("operands", std::move(operand_names));
+  record.set("attribute", path);
+  rewriter.set_inputs(node, {}, {});
+  rewriter.set_target(node, NodeKind::GetAttr, Symbol::intern(path));
+  set_reversal_record(rewriter, node, ctx.signature, record);
+  ctx.changed(node);
+}
+
+void FoldConstants::restore(PassContext& ctx, Node* node, const Record& record) const {
+  Rewriter& rewriter = ctx.rewriter;
+  const Arg &kind = record.at("kind"), &target = record.at("target"),
+            &path = record.at("attribute");
+  const std::vector<Arg>* names = record.at("operands").sequence();
+  std::optional<NodeKind> parsed =
+      kind.is<std::string>() ? parse_kind(kind.as<std::string>()) : std::nullopt;
+  if (!parsed || !target.is<std::string>() || !path.is<std::string>() || !names)
+    throw PassError(*node, "malformed FoldConstants record");
+  if (node->kind() != NodeKind::GetAttr || node->target().str() != path.as<std::string>())
+    throw PassError(*node, "no longer reads the constant FoldConstants stored");
+  std::vector<Node*> inputs;
+  for (const Arg& name : *names) {
+    Node* input =
+        name.is<std::string>() ? rewriter.graph().find_by_name(name.as<std::string>()) : nullptr;
+    if (!input) throw PassError(*node, "an operand of the folded call is gone: " + to_string(name));
+    inputs.push_back(input);
+  }
+  Arg args = rebuild_value(rewriter, node, record.at("args"), inputs);
+  Arg kwargs = rebuild_value(rewriter, node, record.at("kwargs"), inputs);
+  if (!args.sequence() || !kwargs.is<Dict>())
+    throw PassError(*node, "malformed FoldConstants record");
+  rewriter.set_target(node, *parsed, Symbol::intern(target.as<std::string>()));
+  rewriter.set_inputs(node, *args.sequence(), kwargs.as<Dict>());
+  rewriter.remove_attribute(path.as<std::string>());
+  ctx.restored(node);
+}
+
+}  // namespace fxopt
