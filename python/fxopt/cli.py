@@ -297,6 +297,10 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
     report["hardware"] = hardware.describe()
     console.print(escape(f"CPU: {report['hardware']}"))
+    machine_note = presets.get_preset(args.preset).machine_note() if args.passes is None else ""
+    if machine_note:
+        report["preset_note"] = machine_note
+        console.print(f"[yellow]note:[/] {escape(machine_note)}")
 
     with _phase(console, "running the eager model", timings, "eager_run"):
         expected = _run_eager(loaded, inputs)

@@ -148,6 +148,8 @@ class Preset:
     pick kernels by what this machine supports (fxopt.hardware)."""
     accuracy: Accuracy | None = None
     """None for presets that preserve the computation (fxopt.verify's float32 tolerances)."""
+    machine_note: Callable[[], str] = lambda: ""
+    """What this preset does differently on this machine, for reports; '' if nothing."""
 
 
 def _preserving_builtins() -> list[str]:
@@ -199,6 +201,16 @@ def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
     return passes
 
 
+def _without_bfloat16_note(name: str) -> str:
+    if hardware.fast_bfloat16_cpu():
+        return ""
+    return (
+        f"this CPU has no native bfloat16 (AVX512-BF16 or AMX, as torch reports it), where "
+        f"bfloat16 is emulated and slower than float32: '{name}' runs float32 here, without "
+        f"its bfloat16 lowering"
+    )
+
+
 PRESETS: dict[str, Preset] = {
     # The contents follow bench/latency.py (docs/benchmarks.md has the tables): every pass in
     # `default` was measured to help a bundled model or to simplify its graph, and none to
@@ -216,6 +228,7 @@ PRESETS: dict[str, Preset] = {
         "the fastest combination measured within cosine 0.999 of float32 on every bundled model",
         _fast,
         Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
+        lambda: _without_bfloat16_note("fast"),
     ),
     "all-preserving": Preset(
         "all-preserving",
@@ -227,6 +240,7 @@ PRESETS: dict[str, Preset] = {
         "fast, plus tanh-approximate GELU: larger drift than fast (cosine 0.99)",
         lambda: _fast(("GeluToTanhApproximation",)),
         Accuracy(min_cosine=0.99),
+        lambda: _without_bfloat16_note("aggressive"),
     ),
 }
 

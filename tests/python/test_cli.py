@@ -21,7 +21,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from fxopt import cli, presets
+from fxopt import cli, hardware, presets
 
 TINY_BERT = {
     "model_type": "bert",
@@ -377,6 +377,26 @@ def test_fast_preset_within_its_declared_accuracy_passes(
     code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--preset", "fast", "--verify")
     assert code == 0, stderr
     assert "verify FAILED" not in stdout
+
+
+@pytest.mark.parametrize("native_bfloat16", [False, True])
+def test_fast_preset_says_when_this_cpu_keeps_it_in_float32(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, native_bfloat16: bool
+) -> None:
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: native_bfloat16)
+    report_path = workdir / "report.json"
+    code, stdout, stderr = run_in_process(
+        "optimize", workdir / "tiny_bert.json", "--preset", "fast", "--json", str(report_path)
+    )
+    assert code == 0, stderr
+    report = json.loads(report_path.read_text())
+    lowered = any("ChangePrecision" in p for p in report["passes_requested"])
+    assert lowered == native_bfloat16
+    if native_bfloat16:
+        assert "preset_note" not in report and "no native bfloat16" not in stdout
+    else:
+        assert "no native bfloat16" in report["preset_note"]
+        assert "runs float32 here" in " ".join(stdout.split())
 
 
 @pytest.mark.parametrize(
