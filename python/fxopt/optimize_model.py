@@ -3,33 +3,67 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 from torch import nn
+from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
 from .dummy_inputs import Inputs
+from .exported import optimize_exported_program
 from .presets import preset as build_preset
 from .tracing import Mode, trace
 
 
+@overload
+def optimize(
+    model: ExportedProgram,
+    preset: str = ...,
+    *,
+    example_inputs: Inputs | None = ...,
+    input_names: Sequence[str] | None = ...,
+    mode: Mode = ...,
+) -> ExportedProgram: ...
+
+
+@overload
 def optimize(
     model: nn.Module,
+    preset: str = ...,
+    *,
+    example_inputs: Inputs | None = ...,
+    input_names: Sequence[str] | None = ...,
+    mode: Mode = ...,
+) -> GraphModule: ...
+
+
+def optimize(
+    model: nn.Module | ExportedProgram,
     preset: str = "default",
     *,
     example_inputs: Inputs | None = None,
     input_names: Sequence[str] | None = None,
     mode: Mode = "auto",
-) -> GraphModule:
+) -> GraphModule | ExportedProgram:
     """The model traced (unless it is a GraphModule already) and optimized with `preset`.
 
     `preset` is one of ``fxopt.presets.PRESETS`` (`default`, `fast`, `all-preserving`,
     `aggressive`); its passes are picked for this machine. A GraphModule passed in is left as it
     was: the result is a new one, which ``fxopt.preset(name)(result, reverse=True)`` restores.
     `example_inputs`, `input_names` and `mode` go to :func:`fxopt.trace`.
+
+    An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
+    holds the optimized weights (`fxopt.exported`; passes whose output torch cannot save are
+    left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"fxopt.optimize takes an nn.Module or a GraphModule, not {type(model).__name__}")
+    if isinstance(model, ExportedProgram):
+        return optimize_exported_program(model, preset)
     transformation = build_preset(preset, inplace=False)
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            "fxopt.optimize takes an nn.Module, a GraphModule or an ExportedProgram, "
+            f"not {type(model).__name__}"
+        )
     if isinstance(model, GraphModule):
         graph_module = model
     else:
