@@ -46,7 +46,11 @@ class Evaluator {
     if (auto it = values_.find(node); it != values_.end()) return it->second;
     std::optional<TensorInfo> result;
     if (node->kind() == NodeKind::GetAttr) {
-      if (const TensorInfo* t = program_.attribute(node->target())) result = *t;
+      if (const TensorInfo* t = program_.attribute(node->target())) {
+        result = *t;
+        parameter_ = parameter_ || t->is_parameter;
+        requires_grad_ = requires_grad_ || t->requires_grad;
+      }
     } else {
       std::vector<TensorInfo> operands;
       bool known = true;
@@ -66,12 +70,16 @@ class Evaluator {
   }
   // What went wrong running an op, if anything did.
   const std::string& failure() const { return failure_; }
+  // Whether a parameter / a tensor requiring grad was among the stored tensors read.
+  bool read_parameter() const { return parameter_; }
+  bool read_requires_grad() const { return requires_grad_; }
 
  private:
   const Program& program_;
   TensorOps& tensors_;
   std::unordered_map<const Node*, std::optional<TensorInfo>> values_;
   std::string failure_;
+  bool parameter_ = false, requires_grad_ = false;
 };
 
 }  // namespace
@@ -110,32 +118,18 @@ void FoldConstants::rewrite(PassContext& ctx, Node* node) const {
                                ? "its value is not a tensor"
                                : "computing it failed: " + evaluator.failure().substr(0, 200));
   int64_t operand_bytes = 0;
-  bool parameter = false, requires_grad = false;
   node->for_each_input([&](Node* input) {
     std::optional<TensorInfo> v = evaluator.value(input);
     operand_bytes += v ? bytes(*v) : 0;
   });
-  std::vector<const Node*> stack(1, node), seen;
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (std::ranges::find(seen, n) != seen.end()) continue;
-    seen.push_back(n);
-    if (n->kind() == NodeKind::GetAttr) {
-      const TensorInfo* t = ctx.rewriter.program().attribute(n->target());
-      parameter = parameter || (t && t->is_parameter);
-      requires_grad = requires_grad || (t && t->requires_grad);
-    }
-    n->for_each_input([&](Node* input) { stack.push_back(input); });
-  }
   if (bytes(*value) > kSmallBytes && bytes(*value) > operand_bytes)
     return ctx.skip(*node, "its value (" + std::to_string(bytes(*value)) +
                                " bytes) is larger than what it is computed from");
 
   Rewriter& rewriter = ctx.rewriter;
   TensorInfo stored = *value;
-  stored.is_parameter = parameter;
-  stored.requires_grad = requires_grad;
+  stored.is_parameter = evaluator.read_parameter();
+  stored.requires_grad = evaluator.read_requires_grad();
   std::string path = rewriter.unique_path("_folded_" + node->name());
   rewriter.set_attribute(path, stored);
   Tuple operand_names;
