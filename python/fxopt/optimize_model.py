@@ -61,7 +61,7 @@ def optimize(
     transformation = build_preset(preset, inplace=False)
     if not isinstance(model, nn.Module):
         raise TypeError(
-            "fxopt.optimize takes an nn.Module, a GraphModule or an ExportedProgram, "
+            "fxopt.optimize takes an nn.Module or a GraphModule (or an ExportedProgram), "
             f"not {type(model).__name__}"
         )
     if isinstance(model, GraphModule):
