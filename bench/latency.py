@@ -11,6 +11,10 @@ Variants (`--variants`):
 * fxopt-default, fxopt-fast: `fxopt.trace`, then the preset's passes (`fxopt.presets`).
   Preparation = trace + passes; "fxopt s" is fxopt's own part of it: one `compose(...)(gm)`
   call (import into the engine, passes, sync back, lint and recompile).
+* fxopt-int8, fxopt-int8-cal: `default` with the opt-in `QuantizeLinearsInt8` (per-token int8
+  Linears) on every Linear, or calibrated (`QuantizeLinearsInt8.calibrated`: the most sensitive
+  Linears kept in float32 so that cosine >= 0.999 on the benchmark's inputs; the calibration
+  counts as preparation).
 * compile, compile-freezing: `torch.compile` (inductor), plain and with
   `torch._inductor.config.freezing`; preparation = the first call, which compiles (in a fresh
   inductor cache directory, as a user's first run). Inductor's CPU kernels specialise on the
@@ -71,7 +75,7 @@ import fxopt
 from fxopt import models, presets
 from fxopt.cli import Latency, Speedup, _outcome, measure_latency
 from fxopt.dummy_inputs import split_inputs
-from fxopt.optimization import compose
+from fxopt.optimization import QuantizeLinearsInt8, Transformation, compose
 from fxopt.verify import cosine_similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -170,7 +174,11 @@ def prepare_eager(subject: Subject, threads: int) -> Prepared:
     return Prepared(subject.model, 0.0)
 
 
-def fxopt_preparer(preset: str) -> Callable[[Subject, int], Prepared]:
+def fxopt_preparer(
+    passes: Callable[[Subject, GraphModule], list[Transformation]],
+) -> Callable[[Subject, int], Prepared]:
+    """fxopt.trace (once per model), then the transformations `passes` picks for the graph."""
+
     def prepare(subject: Subject, threads: int) -> Prepared:
         if subject.traced is None:
             try:
@@ -182,13 +190,35 @@ def fxopt_preparer(preset: str) -> Callable[[Subject, int], Prepared]:
         if isinstance(subject.traced, str):
             return failed(subject.traced)
         graph_module = copy.deepcopy(subject.traced)
-        transformations = presets.build_all(presets.preset_passes(preset))
+        transformations, choose_s = timed(lambda: passes(subject, graph_module))
         graph_module, own_s = timed(lambda: compose(*transformations, inplace=True)(graph_module))
         changed = sum(len(_outcome(t, graph_module).changed) for t in transformations)
         note = "nothing changed" if changed == 0 else ""
-        return Prepared(graph_module, subject.trace_s + own_s, own_s, changed, note)
+        return Prepared(graph_module, subject.trace_s + choose_s + own_s, choose_s + own_s, changed, note)
 
     return prepare
+
+
+def preset_passes(preset: str) -> Callable[[Subject, GraphModule], list[Transformation]]:
+    return lambda subject, graph_module: presets.build_all(presets.preset_passes(preset))
+
+
+def int8_passes(calibrated: bool) -> Callable[[Subject, GraphModule], list[Transformation]]:
+    """`default` with QuantizeLinearsInt8 before the oneDNN fusion (which would hide the Linears);
+    calibrated: the most sensitive Linears kept in float32 for cosine >= 0.999 on the inputs."""
+
+    def passes(subject: Subject, graph_module: GraphModule) -> list[Transformation]:
+        int8 = (
+            QuantizeLinearsInt8.calibrated(graph_module, subject.inputs, min_cosine=0.999)
+            if calibrated
+            else QuantizeLinearsInt8()
+        )
+        specs = presets.preset_passes("default")
+        fusion = [s for s in specs if s == "FuseLinearActivationOneDnn"]
+        rest = [s for s in specs if s != "FuseLinearActivationOneDnn"]
+        return [*presets.build_all(rest), int8, *presets.build_all(fusion)]
+
+    return passes
 
 
 def compile_preparer(freezing: bool) -> Callable[[Subject, int], Prepared]:
@@ -340,8 +370,10 @@ class VariantSpec:
 
 VARIANTS: dict[str, VariantSpec] = {
     "eager": VariantSpec(prepare_eager, False),
-    "fxopt-default": VariantSpec(fxopt_preparer("default"), False),
-    "fxopt-fast": VariantSpec(fxopt_preparer("fast"), False),
+    "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False),
+    "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False),
+    "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
+    "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), False),
     "compile": VariantSpec(compile_preparer(freezing=False), True),
     "compile-freezing": VariantSpec(compile_preparer(freezing=True), True),
     "ao-int8": VariantSpec(prepare_ao_int8, False),

@@ -7,6 +7,7 @@ import torch
 import torch.fx
 
 import fxopt
+from conftest import token_inputs
 from fxopt.optimization import EliminateDeadCode, FoldConstants, compose
 
 
@@ -50,3 +51,25 @@ def test_weight_arithmetic_is_computed_once_and_reverses_exactly(mode: str) -> N
     after = gm.state_dict()
     assert sorted(after) == sorted(params_before)
     assert all(torch.equal(after[k], v) for k, v in params_before.items())
+
+
+def test_bert_buffer_slices_fold_in_a_dynamo_graph_and_reverse(tiny_bert: torch.nn.Module) -> None:
+    inputs = token_inputs(2, 8)
+    gm = fxopt.trace(tiny_bert, example_inputs=inputs, mode="dynamo")
+    expected = gm(**inputs)
+    code_before = gm.code
+    fold = FoldConstants()
+    t = compose(fold, EliminateDeadCode())
+
+    t(gm)
+    # BERT slices its token-type buffer to the sequence length: constant in a static trace.
+    assert len(fold.report.changed) >= 1
+    for name in fold.report.changed:
+        node = next(n for n in gm.graph.nodes if n.name == name)
+        assert node.op == "get_attr" and isinstance(getattr(gm, node.target), torch.Tensor)
+    actual = gm(**inputs)
+    assert torch.equal(actual["last_hidden_state"], expected["last_hidden_state"])
+
+    t(gm, reverse=True)
+    assert gm.code == code_before
+    assert torch.equal(gm(**inputs)["last_hidden_state"], expected["last_hidden_state"])
