@@ -15,6 +15,7 @@ import copy
 import io
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -43,6 +44,10 @@ from .verify import VerifyReport, verify
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 SKIPPED_EXAMPLES = 3
 """Node names shown per skip reason; the JSON report has all of them."""
+
+
+DEFAULT_BATCH = 2
+DEFAULT_SEQ = 64
 
 
 class CliError(Exception):
@@ -130,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument(
         "--mode", choices=("auto", "symbolic", "export"), default="auto", help="tracer (default: auto)"
     )
-    optimize.add_argument("--batch", type=_positive, default=2, help="batch size of the inputs (default: 2)")
+    # None when not given, so a factory that brings its own inputs can say they were ignored.
+    optimize.add_argument("--batch", type=_positive, help=f"batch size of the inputs (default: {DEFAULT_BATCH})")
     optimize.add_argument(
-        "--seq", type=_positive, default=64, help="sequence length of token inputs (default: 64)"
+        "--seq", type=_positive, help=f"sequence length of token inputs (default: {DEFAULT_SEQ})"
     )
     optimize.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="model and input dtype")
     optimize.add_argument("--verify", action="store_true", help="compare outputs with the eager model")
@@ -285,13 +291,15 @@ class Speedup:
 
 
 def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
+    if args.save:
+        _check_writable(args.save)  # before minutes of tracing and timing, not after
     report: dict[str, Any] = {"model": args.model, "seconds": {}}
     timings = report["seconds"]
     transformations = _transformations(args)
     report["passes_requested"] = [t.signature for t in transformations]
 
     with _phase(console, f"loading {args.model}", timings, "load"):
-        loaded, inputs = _load(args)
+        loaded, inputs = _load(args, console)
     report["model_description"] = loaded.description
     report["inputs"] = _describe_inputs(inputs)
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
@@ -392,10 +400,16 @@ def _transformations(args: argparse.Namespace) -> list[Transformation]:
     return presets.build_all(specs)
 
 
-def _load(args: argparse.Namespace) -> tuple[models.LoadedModel, Inputs]:
+def _load(args: argparse.Namespace, console: Console) -> tuple[models.LoadedModel, Inputs]:
     """The model and inputs of the requested size and dtype."""
     loaded = models.load_model(args.model)
-    inputs = models.make_inputs(loaded, args.batch, args.seq)
+    given = [f"--{name} {value}" for name in ("batch", "seq") if (value := getattr(args, name)) is not None]
+    if loaded.example_inputs is not None and given:
+        console.print(
+            f"[yellow]note:[/] {escape(args.model)} returns its own example inputs; "
+            f"{escape(' and '.join(given))} ignored"
+        )
+    inputs = models.make_inputs(loaded, args.batch or DEFAULT_BATCH, args.seq or DEFAULT_SEQ)
     if args.dtype != "float32":
         inputs = models.cast(loaded, inputs, DTYPES[args.dtype])
     return loaded, inputs
@@ -662,3 +676,20 @@ def save(graph_module: GraphModule, path: Path) -> None:
         torch.save(torch.fx.GraphModule(graph_module, graph), path)
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # pickling: a value in the graph or a module torch cannot save
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        raise CliError(
+            f"cannot save the optimized module to {path}: torch.save failed with "
+            f"{type(exc).__name__}: {first_line}"
+        ) from exc
+
+
+def _check_writable(path: Path) -> None:
+    """Fails with a CliError unless `path` can be created or overwritten."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CliError(f"cannot write {path}: it is a directory")
+    if not directory.is_dir():
+        raise CliError(f"cannot write {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CliError(f"cannot write {path}: permission denied")

@@ -415,12 +415,42 @@ def test_fast_preset_says_when_this_cpu_keeps_it_in_float32(
         (["optimize", "{dir}/factories.py:no_inputs"], ["must return (module, example_inputs)"]),
         (["optimize", "{dir}/factories.py"], ["factories.py:FUNCTION"]),
         (["frobnicate"], ["invalid choice"]),
+        # --save is checked first: the untraceable model never gets to fail.
+        (
+            ["optimize", "{dir}/factories.py:untraceable", "--save", "{dir}/missing/m.pt"],
+            ["cannot write", "missing/m.pt", "does not exist"],
+        ),
+        (["optimize", "{dir}/tiny_bert.json", "--save", "{dir}"], ["cannot write", "is a directory"]),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(
     workdir: Path, arguments: list[str], fragments: list[str]
 ) -> None:
     assert_one_line_error(fxopt(*(a.format(dir=workdir) for a in arguments)), *fragments)
+
+
+def test_a_torch_save_failure_is_reported_in_fxopts_words(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(obj: object, path: object) -> None:
+        raise RuntimeError("cannot pickle 'PyCapsule' object\nmore detail")
+
+    monkeypatch.setattr(cli.torch, "save", refuse)
+    code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--save", workdir / "m.pt")
+    assert code != 0
+    line = stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "cannot save the optimized module to" in line
+    assert "torch.save failed with RuntimeError: cannot pickle 'PyCapsule' object" in line
+
+
+def test_batch_and_seq_for_a_factory_with_its_own_inputs_are_said_to_be_ignored(workdir: Path) -> None:
+    code, stdout, stderr = run_in_process(
+        "optimize", f"{workdir}/factories.py:attention", "--batch", "4", "--seq", "16"
+    )
+    assert code == 0, stderr
+    text = " ".join(stdout.split())
+    assert "returns its own example inputs; --batch 4 and --seq 16 ignored" in text
 
 
 def test_debug_shows_the_traceback() -> None:
