@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "ops/activation.h"
+#include "ops/effects.h"
 #include "ops/linear_rewrite.h"
 #include "ops/targets.h"
 #include "rewrite/capture.h"
@@ -38,6 +39,13 @@ std::optional<std::pair<Node*, PostOp>> fusable_activation(const Program& progra
   std::optional<PostOp> op = post_op(act->name);
   if (!op) return std::nullopt;
   return std::pair{user, std::move(*op)};
+}
+
+// Whether a reader of `value` writes it in place (x += y, x.add_(y)).
+bool updated_in_place(const Program& program, const Node* value) {
+  return std::ranges::any_of(value->users(), [&](const Node* user) {
+    return is_mutating(program, *user) && !user->args().empty() && user->args()[0].node() == value;
+  });
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -90,6 +98,12 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
 
   Node* result = pattern.back();
+  // Dynamo graphs keep in-place updates (Falcon's `mlp_output += attention_output`); under
+  // grad mode torch refuses them on the output of the fused op, which has no autograd formula.
+  if (updated_in_place(rewriter.program(), result))
+    return ctx.skip(*node,
+                    "a reader updates its result in place, which oneDNN's fused linear's "
+                    "output does not allow under autograd");
   PostOp op = activation ? activation->second : PostOp{"none", {}, None{}};
   Args args = {view->input,
                read_linear_tensor(rewriter, *view, result, "weight"),
