@@ -171,7 +171,9 @@ void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const Record& re
   Node* y = node;
   if (flattened.as<bool>()) {
     y = walk.operand(y, kReshape, 0);
-    for (const Arg& size : *node->args().at(1).sequence())
+    const std::vector<Arg>* sizes = node->args().size() > 1 ? node->args()[1].sequence() : nullptr;
+    if (!sizes) throw PassError(*node, "is no longer the int8 Linear this transformation made");
+    for (const Arg& size : *sizes)
       if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
   }
   if (bias.as<bool>()) y = walk.operand(y, kAdd, 0);
