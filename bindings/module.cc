@@ -83,6 +83,7 @@ NB_MODULE(_core, m) {
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))
       .def("edit_count", &Session::edit_count)
+      .def("effective_edits", &Session::effective_edits)
       .def("edit", &Session::edit, nb::arg("index"), nb::keep_alive<0, 1>())
       .def("clear_edits", &Session::clear_edits)
       .def("bind", &Session::bind, nb::arg("id"), nb::arg("fx_node"))

@@ -51,6 +51,8 @@ class Session {
                  bool reverse, nb::object tensor_ops);
 
   size_t edit_count() const { return log_.size(); }
+  // Indices of the edits a replay applies (`fxopt::effective_edits`).
+  std::vector<size_t> effective_edits() const { return fxopt::effective_edits(log_); }
   // The edit at `index`; its node references must be bound before its fields are read.
   EditView edit(size_t index) { return EditView(*this, index); }
   void clear_edits() { log_.clear(); }

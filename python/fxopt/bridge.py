@@ -242,12 +242,12 @@ class Bridge:
     def sync(self) -> bool:
         """Replays the edit log onto the GraphModule, all or nothing; False (and nothing
         touched) when the log is empty."""
-        count = self.session.edit_count()
-        if count == 0:
+        if self.session.edit_count() == 0:
             return False
         replay = _Replay(self.gm, self.session, self.tensors)
         try:
-            for index in range(count):
+            # Edits a later one overwrites are skipped: each node is written once per change.
+            for index in self.session.effective_edits():
                 replay.apply(self.session.edit(index=index))
             replay.finish()
         except BaseException:
