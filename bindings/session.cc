@@ -245,7 +245,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
       program_.graph.set_meta(node, "fxopt_transformations", to_arg(print.marks));
     if (print.reversal.is_valid())
       program_.graph.set_meta(node, "fxopt_reversal", to_arg(print.reversal));
-    read_value_info(node, print.meta);
+    read_value_info(node, print);
     imported_.emplace(py.ptr(), node);
     py_nodes_.emplace(node->id(), nb::borrow(py));
     fingerprints_.push_back(std::move(print));
@@ -266,13 +266,15 @@ Session::Fingerprint Session::fingerprint(nb::handle node) const {
           get(node, keys.kwargs),
           meta,
           lookup(meta, keys.marks),
-          lookup(meta, keys.reversal)};
+          lookup(meta, keys.reversal),
+          lookup(meta, keys.val),
+          lookup(meta, keys.tensor_meta)};
 }
 
 bool Session::same(const Fingerprint& a, const Fingerprint& b) const {
   return a.node == b.node && a.op.is(b.op) && a.target.is(b.target) && a.name.is(b.name) &&
          a.args.is(b.args) && a.kwargs.is(b.kwargs) && a.meta.is(b.meta) && a.marks.is(b.marks) &&
-         a.reversal.is(b.reversal);
+         a.reversal.is(b.reversal) && a.val.is(b.val) && a.tensor_meta.is(b.tensor_meta);
 }
 
 bool Session::matches(nb::handle root) const {
@@ -304,15 +306,15 @@ std::string Session::dtype_name(nb::handle dtype) {
 
 // Export's fake tensor in meta["val"] (with its device, for strided tensors only, so equal
 // devices also mean equal layouts), else ShapeProp's meta["tensor_meta"] (no device).
-void Session::read_value_info(Node* node, nb::handle meta) {
+void Session::read_value_info(Node* node, const Fingerprint& print) {
   const NodeKeys& keys = node_keys();
-  nb::object value = lookup(meta, keys.val);
+  nb::object value = print.val;
   std::string device;
   bool tensor = value.is_valid() && PyObject_IsInstance(value.ptr(), tensor_type_.ptr()) == 1;
   if (tensor && get(value, keys.layout).is(strided_))
     device = nb::cast<std::string>(nb::str(get(value, keys.device)));
   if (!tensor) {
-    value = lookup(meta, keys.tensor_meta);
+    value = print.tensor_meta;
     if (!value.is_valid() || !PyObject_HasAttr(value.ptr(), keys.shape.ptr())) return;
   }
   nb::object shape = get(value, keys.shape);
@@ -327,8 +329,8 @@ void Session::read_value_info(Node* node, nb::handle meta) {
 int Session::traverse(visitproc visit, void* arg) const {
   for (const auto& [id, node] : py_nodes_) Py_VISIT(node.ptr());
   for (const Fingerprint& f : fingerprints_)
-    for (const nb::object* o :
-         {&f.op, &f.target, &f.name, &f.args, &f.kwargs, &f.meta, &f.marks, &f.reversal})
+    for (const nb::object* o : {&f.op, &f.target, &f.name, &f.args, &f.kwargs, &f.meta, &f.marks,
+                                &f.reversal, &f.val, &f.tensor_meta})
       Py_VISIT(o->ptr());
   for (const nb::object& o : opaques_) Py_VISIT(o.ptr());
   for (const auto& [symbol, callable] : callables_) Py_VISIT(callable.ptr());

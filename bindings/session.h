@@ -5,8 +5,8 @@
 // opaque argument values, and target callables by symbol. The core itself never sees them.
 // It stays attached to its GraphModule between transformations (`fxopt.bridge.attached`), so it
 // also keeps a fingerprint of the fx graph as it last saw it: the identity of every node and of
-// the objects fx replaces on any edit (op, target, name, args, kwargs, meta and fxopt's
-// metadata values). `matches` compares the live fx graph with it in one native walk.
+// the objects fx replaces on any edit (op, target, name, args, kwargs, meta, fxopt's metadata
+// values and the recorded value facts). `matches` compares the live fx graph with it in one native walk.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -78,12 +78,13 @@ class Session {
   // keeps their addresses from being reused).
   struct Fingerprint {
     PyObject* node;
-    nb::object op, target, name, args, kwargs, meta, marks, reversal;
+    // `val` and `tensor_meta`: the value facts fx recorded (ShapeProp adds them in place).
+    nb::object op, target, name, args, kwargs, meta, marks, reversal, val, tensor_meta;
   };
   Fingerprint fingerprint(nb::handle node) const;
   bool same(const Fingerprint& a, const Fingerprint& b) const;
   // The recorded dtype, sizes and device of `node`'s value, if fx recorded them.
-  void read_value_info(Node* node, nb::handle meta);
+  void read_value_info(Node* node, const Fingerprint& print);
   std::string dtype_name(nb::handle dtype);
 
   Arg to_arg(nb::handle value);

@@ -394,7 +394,7 @@ class _Replay:
         for name, value in edit.attributes.items():
             module.__dict__[name] = tuple(value) if isinstance(value, list) else value
         for name, info in edit.tensors.items():
-            _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
+            self._store(module, name, info)
         self._edit_slot(edit.path, lambda parent, name: setattr(parent, name, module))
 
     def _remove_slot(self, edit: _core.Edit) -> None:
@@ -402,8 +402,14 @@ class _Replay:
 
     def _set_attribute(self, edit: _core.Edit) -> None:
         info = edit.tensor
-        tensor = None if info is None else self.tensors.tensor(info)
-        self._edit_slot(edit.path, lambda parent, name: _set_tensor(parent, name, info, tensor))
+        self._edit_slot(edit.path, lambda parent, name: self._store(parent, name, info))
+
+    def _store(self, module: torch.nn.Module, name: str, info: _core.TensorInfo | None) -> None:
+        """Registers the tensor `info` names on `module`; its handle then names the object the
+        module holds (a Parameter made from it), which is what the session keeps."""
+        stored = _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
+        if info is not None and stored is not None:
+            self.tensors.rebind(info, stored)
 
     def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
         parent_path, _, name = path.rpartition(".")
@@ -498,12 +504,16 @@ def _fresh_dict(table: dict) -> dict:
     return table.copy() if table else type(table)()
 
 
-def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
-    """Registers `tensor` as a parameter or buffer of `module`, as `info` says."""
+def _set_tensor(
+    module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None
+) -> torch.Tensor | None:
+    """Registers `tensor` as a parameter or buffer of `module`, as `info` says; returns what the
+    module now holds."""
     for table in (module._parameters, module._buffers, module.__dict__):
         table.pop(name, None)
     if info is None or info.is_parameter:
         param = None if tensor is None else torch.nn.Parameter(tensor, info.requires_grad)
         module._parameters[name] = param
-    else:
-        module._buffers[name] = tensor
+        return param
+    module._buffers[name] = tensor
+    return tensor

@@ -45,6 +45,14 @@ class TorchTensorOps:
     def tensor(self, info: _core.TensorInfo) -> torch.Tensor:
         return self._tensors[info.handle]
 
+    def rebind(self, info: _core.TensorInfo, tensor: torch.Tensor) -> None:
+        """Makes `info`'s handle name `tensor` (what a module stores for it) from now on."""
+        old = self._tensors[info.handle]
+        if self._handles.get(id(old)) == info.handle:
+            del self._handles[id(old)]  # `old` may be freed now, and its id reused
+        self._tensors[info.handle] = tensor
+        self._handles[id(tensor)] = info.handle
+
     def retain(self, live: Iterable[torch.Tensor]) -> None:
         """Forgets every tensor but `live` (what the GraphModule still holds), so a session kept
         between transformations does not keep the weights a pass replaced alive."""

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch import nn
 from torch.fx import GraphModule
+from torch.fx.passes.shape_prop import ShapeProp
 
 import fxopt._core
 import fxopt.bridge
@@ -132,6 +133,7 @@ def test_edits_of_arguments_nodes_and_modules_invalidate_the_engine_graph(gm: Gr
         lambda: _node(gm, "truediv").meta.update(fxopt_transformations=("x",)),  # fxopt metadata
         lambda: _append_node(gm),  # a node
         lambda: gm.add_module("extra", nn.Identity()),  # the paths taken
+        lambda: ShapeProp(gm).propagate(X),  # recorded value facts
         lambda: gm.train(),  # a plain attribute of a called module
         lambda: setattr(gm.q, "weight", nn.Parameter(torch.ones(4, 4))),  # a tensor
     ]

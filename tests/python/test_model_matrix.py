@@ -76,9 +76,9 @@ def test_pipeline_is_every_preserving_builtin_in_registry_order() -> None:
         and hasattr(value, "core_pass")
     }
     registered = [
-        entry["name"]
-        for entry in _core.passes()
-        if entry["preserves_computation"] and entry["name"] in exported
+        info.name
+        for info in _core.passes()
+        if info.preserves_computation and info.name in exported
     ]
     pipeline = [type(transformation).core_pass for transformation in preserving_passes()]
     assert pipeline == registered
