@@ -77,7 +77,6 @@ from torch.fx import GraphModule
 import fxopt
 from fxopt import models, presets
 from fxopt.cli import Latency, Speedup, _outcome, measure_latency
-from fxopt.dummy_inputs import split_inputs
 from fxopt.optimization import QuantizeLinearsInt8, Transformation, compose
 from fxopt.verify import cosine_similarity
 

@@ -1,17 +1,42 @@
 // The fxopt._core extension: core types, the bridge session and the pass table.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/edit.h"
 #include "bindings/session.h"
 #include "passes/registry.h"
 
 namespace nb = nanobind;
 using namespace fxopt;
+using fxopt::bindings::EditView;
 using fxopt::bindings::Session;
+
+namespace {
+
+int session_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<Session>(self)->traverse(visit, arg);
+}
+
+int session_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<Session>(self)->clear_references();
+  return 0;
+}
+
+PyType_Slot session_slots[] = {
+    {Py_tp_traverse, (void*)session_traverse}, {Py_tp_clear, (void*)session_clear}, {0, nullptr}};
+
+}  // namespace
 
 NB_MODULE(_core, m) {
   m.doc() = "fxopt's C++ engine";
+  // fxopt's Python modules keep bound objects in globals (the pass registry, the replay table
+  // keyed by EditKind) that Python frees after nanobind's leak check at exit, so the check
+  // would report them every run.
+  nb::set_leak_warnings(false);
 
   nb::exception<PassError>(m, "PassError", PyExc_RuntimeError);
 
@@ -42,36 +67,37 @@ NB_MODULE(_core, m) {
       .def_ro("changed", &PassResult::changed)
       .def_ro("skipped", &PassResult::skipped);
 
-  nb::class_<Session>(m, "Session")
-      .def(nb::init<nb::handle, nb::object, nb::object>(), nb::arg("node_type"),
+  EditView::bind(m);
+
+  nb::class_<Session>(m, "Session", nb::type_slots(session_slots))
+      .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::object, nb::object>(),
+           nb::arg("node_type"), nb::arg("tensor_type"), nb::arg("size_type"), nb::arg("strided"),
            nb::arg("qualname"), nb::arg("resolve"))
-      .def("import_graph", &Session::import_graph)
-      .def("add_module", &Session::add_module)
-      .def("add_attribute", &Session::add_attribute)
-      .def("add_taken_paths", &Session::add_taken_paths)
-      .def("set_values", &Session::set_values, nb::arg("values"))
+      .def("import_graph", &Session::import_graph, nb::arg("root"))
+      .def("matches", &Session::matches, nb::arg("root"))
+      .def("snapshot", &Session::snapshot, nb::arg("root"))
+      .def("add_module", &Session::add_module, nb::arg("path"), nb::arg("type"),
+           nb::arg("attributes"), nb::arg("tensors"))
+      .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
+      .def("add_taken_paths", &Session::add_taken_paths, nb::arg("paths"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))
       .def("edit_count", &Session::edit_count)
-      .def("edit", &Session::edit)
+      .def("effective_edits", &Session::effective_edits)
+      .def("edit", &Session::edit, nb::arg("index"), nb::keep_alive<0, 1>())
       .def("clear_edits", &Session::clear_edits)
-      .def("bind", &Session::bind)
-      .def("py_node", &Session::py_node)
+      .def("bind", &Session::bind, nb::arg("id"), nb::arg("fx_node"))
+      .def("py_node", &Session::py_node, nb::arg("id"),
+           nb::sig("def py_node(self, id: int) -> torch.fx.node.Node"))
       .def("node_ids", &Session::node_ids)
-      .def("node", &Session::node)
+      .def("node", &Session::node, nb::arg("id"))
       .def("lint", &Session::lint)
       .def("__len__", &Session::size);
 
-  m.def("passes", [] {
-    nb::list out;
-    for (const PassInfo& p : all_passes()) {
-      nb::dict d;
-      d["name"] = p.name;
-      d["summary"] = p.summary;
-      d["reversible"] = p.reversible;
-      d["preserves_computation"] = p.preserves_computation;
-      out.append(d);
-    }
-    return out;
-  });
+  nb::class_<PassInfo>(m, "PassInfo", "A built-in pass as registered in passes/registry.cc.")
+      .def_ro("name", &PassInfo::name)
+      .def_ro("summary", &PassInfo::summary)
+      .def_ro("preserves_computation", &PassInfo::preserves_computation);
+
+  m.def("passes", &all_passes, nb::rv_policy::reference, "The registry, in its order.");
 }

@@ -6,43 +6,21 @@
 #include <nanobind/stl/vector.h>
 
 #include <stdexcept>
+#include <unordered_set>
 
 #include "bindings/py_tensor_ops.h"
 #include "passes/registry.h"
 
 namespace fxopt::bindings {
-namespace {
 
-const char* edit_name(Edit::Kind kind) {
-  switch (kind) {
-    case Edit::Kind::CreateNode:
-      return "create";
-    case Edit::Kind::SetInputs:
-      return "set_inputs";
-    case Edit::Kind::SetTarget:
-      return "set_target";
-    case Edit::Kind::SetMeta:
-      return "set_meta";
-    case Edit::Kind::EraseMeta:
-      return "erase_meta";
-    case Edit::Kind::EraseNode:
-      return "erase";
-    case Edit::Kind::SetModule:
-      return "set_module";
-    case Edit::Kind::RemoveModule:
-      return "remove_module";
-    case Edit::Kind::SetAttribute:
-      return "set_attribute";
-    case Edit::Kind::RemoveAttribute:
-      return "remove_attribute";
-  }
-  return "";
-}
-
-}  // namespace
-
-Session::Session(nb::handle node_type, nb::object qualname, nb::object resolve)
-    : node_type_(node_type), qualname_(std::move(qualname)), resolve_(std::move(resolve)) {}
+Session::Session(nb::handle node_type, nb::handle tensor_type, nb::handle size_type,
+                 nb::handle strided, nb::object qualname, nb::object resolve)
+    : node_type_(node_type),
+      tensor_type_(tensor_type),
+      size_type_(size_type),
+      strided_(strided),
+      qualname_(std::move(qualname)),
+      resolve_(std::move(resolve)) {}
 
 Symbol Session::target_symbol(NodeKind kind, nb::handle target) {
   if (kind != NodeKind::CallFunction) return Symbol::intern(nb::cast<std::string>(target));
@@ -199,18 +177,26 @@ namespace {
 // Attribute names looked up on every fx node, interned once. Deliberately never released: they
 // must outlive every session, and static nb::str objects would be destroyed after Python is.
 struct NodeKeys {
-  nb::handle op, target, name, args, kwargs, meta, marks, reversal;
+  nb::handle op, target, name, args, kwargs, meta, next, marks, reversal, val, tensor_meta, shape,
+      dtype, device, layout;
 };
 
 const NodeKeys& node_keys() {
   static const NodeKeys keys = {PyUnicode_InternFromString("op"),
                                 PyUnicode_InternFromString("target"),
                                 PyUnicode_InternFromString("name"),
-                                PyUnicode_InternFromString("args"),
-                                PyUnicode_InternFromString("kwargs"),
+                                PyUnicode_InternFromString("_args"),
+                                PyUnicode_InternFromString("_kwargs"),
                                 PyUnicode_InternFromString("meta"),
+                                PyUnicode_InternFromString("_next"),
                                 PyUnicode_InternFromString("fxopt_transformations"),
-                                PyUnicode_InternFromString("fxopt_reversal")};
+                                PyUnicode_InternFromString("fxopt_reversal"),
+                                PyUnicode_InternFromString("val"),
+                                PyUnicode_InternFromString("tensor_meta"),
+                                PyUnicode_InternFromString("shape"),
+                                PyUnicode_InternFromString("dtype"),
+                                PyUnicode_InternFromString("device"),
+                                PyUnicode_InternFromString("layout")};
   return keys;
 }
 
@@ -220,31 +206,142 @@ nb::object get(nb::handle object, nb::handle key) {
   return nb::steal(value);
 }
 
+// meta[key], or a null object when absent.
+nb::object lookup(nb::handle dict, nb::handle key) {
+  PyObject* value = PyDict_GetItemWithError(dict.ptr(), key.ptr());
+  if (!value && PyErr_Occurred()) throw nb::python_error();
+  return nb::borrow(value);
+}
+
+// Calls `visit(node)` for each node of the fx graph whose sentinel is `root`, in order.
+template <class F>
+void for_each_fx_node(nb::handle root, F&& visit) {
+  const nb::handle next = node_keys().next;
+  for (nb::object node = get(root, next); !node.is(root); node = get(node, next)) visit(node);
+}
+
 }  // namespace
 
-void Session::import_graph(nb::handle nodes) {
+std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_graph(
+    nb::handle root) {
   const NodeKeys& keys = node_keys();
+  std::pair<std::vector<std::string>, std::vector<std::string>> paths;
+  std::unordered_set<Symbol> seen;
   int64_t origin = 0;
-  for (nb::handle py : nodes) {
-    std::string op = nb::cast<std::string>(get(py, keys.op));
+  for_each_fx_node(root, [&](nb::handle py) {
+    Fingerprint print = fingerprint(py);
+    std::string op = nb::cast<std::string>(print.op);
     std::optional<NodeKind> kind = parse_kind(op);
     if (!kind) throw std::invalid_argument("node kind '" + op + "' is not a torch.fx kind");
-    Symbol target = target_symbol(*kind, get(py, keys.target));
+    Symbol target = target_symbol(*kind, print.target);
+    if ((kind == NodeKind::CallModule || kind == NodeKind::GetAttr) && seen.insert(target).second)
+      (kind == NodeKind::CallModule ? paths.first : paths.second).push_back(target.str());
     Args args;
-    for (nb::handle a : get(py, keys.args)) args.push_back(to_arg(a));
-    Arg kwargs = to_arg(get(py, keys.kwargs));
-    Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(get(py, keys.name)),
+    for (nb::handle a : print.args) args.push_back(to_arg(a));
+    Arg kwargs = to_arg(print.kwargs);
+    Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(print.name),
                                        std::move(args), kwargs.as<Dict>(), origin++);
-    nb::object meta = get(py, keys.meta);
-    for (nb::handle key : {keys.marks, keys.reversal})
-      if (PyObject* value = PyDict_GetItemWithError(meta.ptr(), key.ptr()))
-        program_.graph.set_meta(node, nb::cast<std::string>(key), to_arg(value));
-      else if (PyErr_Occurred())
-        throw nb::python_error();
+    if (print.marks.is_valid())
+      program_.graph.set_meta(node, "fxopt_transformations", to_arg(print.marks));
+    if (print.reversal.is_valid())
+      program_.graph.set_meta(node, "fxopt_reversal", to_arg(print.reversal));
+    read_value_info(node, print.meta);
     imported_.emplace(py.ptr(), node);
     py_nodes_.emplace(node->id(), nb::borrow(py));
-  }
+    fingerprints_.push_back(std::move(print));
+  });
   imported_.clear();
+  return paths;
+}
+
+Session::Fingerprint Session::fingerprint(nb::handle node) const {
+  const NodeKeys& keys = node_keys();
+  nb::object meta = get(node, keys.meta);
+  if (!PyDict_Check(meta.ptr())) throw std::invalid_argument("node.meta is not a dict");
+  return {node.ptr(),
+          get(node, keys.op),
+          get(node, keys.target),
+          get(node, keys.name),
+          get(node, keys.args),
+          get(node, keys.kwargs),
+          meta,
+          lookup(meta, keys.marks),
+          lookup(meta, keys.reversal)};
+}
+
+bool Session::same(const Fingerprint& a, const Fingerprint& b) const {
+  return a.node == b.node && a.op.is(b.op) && a.target.is(b.target) && a.name.is(b.name) &&
+         a.args.is(b.args) && a.kwargs.is(b.kwargs) && a.meta.is(b.meta) && a.marks.is(b.marks) &&
+         a.reversal.is(b.reversal);
+}
+
+bool Session::matches(nb::handle root) const {
+  size_t index = 0;
+  bool same_graph = true;
+  // The walk stops comparing at the first difference but must not leave the loop early from
+  // inside the callback; graphs that changed are re-imported anyway.
+  for_each_fx_node(root, [&](nb::handle py) {
+    if (!same_graph) return;
+    same_graph = index < fingerprints_.size() && same(fingerprint(py), fingerprints_[index]);
+    ++index;
+  });
+  return same_graph && index == fingerprints_.size();
+}
+
+void Session::snapshot(nb::handle root) {
+  fingerprints_.clear();
+  for_each_fx_node(root, [&](nb::handle py) { fingerprints_.push_back(fingerprint(py)); });
+}
+
+std::string Session::dtype_name(nb::handle dtype) {
+  auto it = dtype_names_.find(dtype.ptr());
+  if (it != dtype_names_.end()) return it->second;
+  std::string name = nb::cast<std::string>(nb::str(dtype));
+  if (name.starts_with("torch.")) name = name.substr(6);
+  dtype_names_.emplace(dtype.ptr(), name);
+  return name;
+}
+
+// Export's fake tensor in meta["val"] (with its device, for strided tensors only, so equal
+// devices also mean equal layouts), else ShapeProp's meta["tensor_meta"] (no device).
+void Session::read_value_info(Node* node, nb::handle meta) {
+  const NodeKeys& keys = node_keys();
+  nb::object value = lookup(meta, keys.val);
+  std::string device;
+  bool tensor = value.is_valid() && PyObject_IsInstance(value.ptr(), tensor_type_.ptr()) == 1;
+  if (tensor && get(value, keys.layout).is(strided_))
+    device = nb::cast<std::string>(nb::str(get(value, keys.device)));
+  if (!tensor) {
+    value = lookup(meta, keys.tensor_meta);
+    if (!value.is_valid() || !PyObject_HasAttr(value.ptr(), keys.shape.ptr())) return;
+  }
+  nb::object shape = get(value, keys.shape);
+  if (!PyObject_TypeCheck(shape.ptr(), (PyTypeObject*)size_type_.ptr())) return;
+  std::vector<int64_t> sizes;
+  for (nb::handle size : shape)
+    sizes.push_back(PyLong_CheckExact(size.ptr()) ? PyLong_AsLongLong(size.ptr()) : -1);
+  program_.graph.set_value_info(node, dtype_name(get(value, keys.dtype)), std::move(sizes),
+                                std::move(device));
+}
+
+int Session::traverse(visitproc visit, void* arg) const {
+  for (const auto& [id, node] : py_nodes_) Py_VISIT(node.ptr());
+  for (const Fingerprint& f : fingerprints_)
+    for (const nb::object* o :
+         {&f.op, &f.target, &f.name, &f.args, &f.kwargs, &f.meta, &f.marks, &f.reversal})
+      Py_VISIT(o->ptr());
+  for (const nb::object& o : opaques_) Py_VISIT(o.ptr());
+  for (const auto& [symbol, callable] : callables_) Py_VISIT(callable.ptr());
+  Py_VISIT(opaque_by_value_.ptr());
+  Py_VISIT(qualname_.ptr());
+  Py_VISIT(resolve_.ptr());
+  return 0;
+}
+
+void Session::clear_references() {
+  // Only what can lead back to an fx graph; the session is not used again.
+  py_nodes_.clear();
+  fingerprints_.clear();
 }
 
 void Session::add_module(const std::string& path, const std::string& type, nb::dict attributes,
@@ -264,18 +361,6 @@ void Session::add_taken_paths(nb::handle paths) {
   for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
 }
 
-void Session::set_values(nb::handle values) {
-  std::vector<nb::handle> by_origin;
-  for (nb::handle v : values) by_origin.push_back(v);
-  for (Node* node : program_.graph) {
-    int64_t origin = node->origin();
-    if (origin < 0 || size_t(origin) >= by_origin.size() || by_origin[origin].is_none()) continue;
-    auto [dtype, shape, device] =
-        nb::cast<std::tuple<std::string, std::vector<int64_t>, std::string>>(by_origin[origin]);
-    program_.graph.set_value_info(node, std::move(dtype), std::move(shape), std::move(device));
-  }
-}
-
 PassResult Session::run(const std::string& pass_name, nb::dict options,
                         const std::string& signature, bool reverse, nb::object tensor_ops) {
   const PassInfo* info = find_pass(pass_name);
@@ -286,40 +371,6 @@ PassResult Session::run(const std::string& pass_name, nb::dict options,
   });
   nb::gil_scoped_release release;
   return run_pass(*pass, program_, log_, tensors, signature, reverse);
-}
-
-nb::tuple Session::edit(size_t index) {
-  const Edit& e = log_.at(index);
-  nb::str kind(edit_name(e.kind));
-  switch (e.kind) {
-    case Edit::Kind::CreateNode:
-      return nb::make_tuple(kind, e.node, e.anchor, kind_name(e.node_kind).data(),
-                            target_object(e.node_kind, e.target), e.name, to_py(e.args),
-                            to_py(Arg(e.kwargs)));
-    case Edit::Kind::SetInputs:
-      return nb::make_tuple(kind, e.node, to_py(e.args), to_py(Arg(e.kwargs)));
-    case Edit::Kind::SetTarget:
-      return nb::make_tuple(kind, e.node, kind_name(e.node_kind).data(),
-                            target_object(e.node_kind, e.target));
-    case Edit::Kind::SetMeta:
-      return nb::make_tuple(kind, e.node, e.name, to_py(e.value));
-    case Edit::Kind::EraseMeta:
-      return nb::make_tuple(kind, e.node, e.name);
-    case Edit::Kind::EraseNode:
-      return nb::make_tuple(kind, e.node);
-    case Edit::Kind::SetModule: {
-      nb::dict tensors;
-      for (const auto& [name, t] : e.module.tensors) tensors[name.c_str()] = tensor_to_py(t);
-      return nb::make_tuple(kind, e.name, e.like, e.module.type.str(),
-                            to_py(Arg(e.module.attributes)), tensors);
-    }
-    case Edit::Kind::SetAttribute:
-      return nb::make_tuple(kind, e.name, tensor_to_py(e.tensor));
-    case Edit::Kind::RemoveModule:
-    case Edit::Kind::RemoveAttribute:
-      return nb::make_tuple(kind, e.name);
-  }
-  throw std::logic_error("unknown edit kind");
 }
 
 nb::object Session::tensor_to_py(const TensorInfo& tensor) const {

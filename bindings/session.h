@@ -1,16 +1,22 @@
 // One bridge session: a GraphModule imported into a core Program, the passes run on it, and the
-// edit log handed back to Python edit by edit.
+// edit log handed back to Python edit by edit (`EditView`).
 //
 // The session owns everything that ties core values to Python objects: fx nodes by node id,
 // opaque argument values, and target callables by symbol. The core itself never sees them.
+// It stays attached to its GraphModule between transformations (`fxopt.bridge.attached`), so it
+// also keeps a fingerprint of the fx graph as it last saw it: the identity of every node and of
+// the objects fx replaces on any edit (op, target, name, args, kwargs, meta and fxopt's
+// metadata values). `matches` compares the live fx graph with it in one native walk.
 #pragma once
 
 #include <nanobind/nanobind.h>
 
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "bindings/edit.h"
 #include "ir/program.h"
 #include "rewrite/edit_log.h"
 #include "rewrite/pass.h"
@@ -21,27 +27,34 @@ namespace nb = nanobind;
 
 class Session {
  public:
-  // node_type: torch.fx.Node; qualname(target) -> str names call_function targets;
-  // resolve(name) -> callable turns a symbol the graph did not have back into a target.
-  Session(nb::handle node_type, nb::object qualname, nb::object resolve);
+  // node_type: torch.fx.Node; tensor_type: torch.Tensor; size_type: torch.Size; strided:
+  // torch.strided; qualname(target) -> str names call_function targets; resolve(name) ->
+  // callable turns a symbol the graph did not have back into a target.
+  Session(nb::handle node_type, nb::handle tensor_type, nb::handle size_type, nb::handle strided,
+          nb::object qualname, nb::object resolve);
 
-  // Imports fx nodes in order; their fxopt metadata comes along, the rest of node.meta stays.
-  void import_graph(nb::handle nodes);
+  // Imports the fx graph whose sentinel is `root` (`fx.Graph._root`) in one walk of its node
+  // list: nodes, their fxopt metadata (the rest of node.meta stays), and the dtype, sizes and
+  // device fx recorded for each value. Returns the paths call_module nodes call and get_attr
+  // nodes read, each once, for the caller to register (`add_module`, `add_attribute`).
+  std::pair<std::vector<std::string>, std::vector<std::string>> import_graph(nb::handle root);
+  // True if the fx graph whose sentinel is `root` is still the one imported or last synced.
+  bool matches(nb::handle root) const;
+  // Records the fx graph as it is now (after a sync made it equal to the core graph again).
+  void snapshot(nb::handle root);
   void add_module(const std::string& path, const std::string& type, nb::dict attributes,
                   nb::dict tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
-  // The rank of each imported node's value, by import position; -1 where fx does not know it.
-  // Per imported node (by position), (dtype name, sizes with -1 for symbolic ones, device or "")
-  // or None.
-  void set_values(nb::handle values);
 
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
                  bool reverse, nb::object tensor_ops);
 
   size_t edit_count() const { return log_.size(); }
-  // The edit as a Python tuple; its node references must already be bound.
-  nb::tuple edit(size_t index);
+  // Indices of the edits a replay applies (`fxopt::effective_edits`).
+  std::vector<size_t> effective_edits() const { return fxopt::effective_edits(log_); }
+  // The edit at `index`; its node references must be bound before its fields are read.
+  EditView edit(size_t index) { return EditView(*this, index); }
   void clear_edits() { log_.clear(); }
   void bind(uint64_t id, nb::handle fx_node);
   nb::object py_node(uint64_t id) const;
@@ -52,7 +65,27 @@ class Session {
   nb::list lint() const;
   size_t size() const { return program_.graph.size(); }
 
+  // Python's cyclic collector: the session holds fx nodes, which hold their graph, which holds
+  // the session while it is attached. Visiting and clearing these references lets the collector
+  // free such cycles.
+  int traverse(visitproc visit, void* arg) const;
+  void clear_references();
+
  private:
+  friend class EditView;
+
+  // What `matches` compares, per fx node in graph order (identity only; holding the objects
+  // keeps their addresses from being reused).
+  struct Fingerprint {
+    PyObject* node;
+    nb::object op, target, name, args, kwargs, meta, marks, reversal;
+  };
+  Fingerprint fingerprint(nb::handle node) const;
+  bool same(const Fingerprint& a, const Fingerprint& b) const;
+  // The recorded dtype, sizes and device of `node`'s value, if fx recorded them.
+  void read_value_info(Node* node, nb::handle meta);
+  std::string dtype_name(nb::handle dtype);
+
   Arg to_arg(nb::handle value);
   Arg sequence_to_arg(nb::handle value, bool is_list);
   // Node references become their fx nodes, or their entries in `values` when given.
@@ -68,7 +101,7 @@ class Session {
 
   Program program_;
   EditLog log_;
-  nb::handle node_type_;
+  nb::handle node_type_, tensor_type_, size_type_, strided_;
   nb::object qualname_;
   nb::object resolve_;
   std::unordered_map<PyObject*, Node*> imported_;  // fx node -> core node, during import
@@ -78,6 +111,8 @@ class Session {
   nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id
   std::unordered_map<PyObject*, Symbol> symbols_;  // call_function target -> symbol
   std::unordered_map<Symbol, nb::object> callables_;
+  std::unordered_map<PyObject*, std::string> dtype_names_;  // keys: torch's dtype singletons
+  std::vector<Fingerprint> fingerprints_;
 };
 
 }  // namespace fxopt::bindings

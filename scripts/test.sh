@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every check: the C++ suite (ctest), mypy over python/fxopt and
-# the Python suite (pytest).
+# Sets everything up, then runs every check: formatting of the C++ (clang-format), Python lint
+# (ruff), the C++ suite (ctest), mypy (configured in pyproject.toml) and the Python suite
+# (pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+git ls-files -- '*.h' '*.cc' | xargs clang-format --dry-run --Werror
+python3 -m ruff check
 ctest --test-dir build/python --output-on-failure
-(cd python && python3 -m mypy -p fxopt --ignore-missing-imports --follow-imports=silent)
+python3 -m mypy
 HF_HUB_OFFLINE=1 python3 -m pytest tests/python -q "$@"

@@ -14,7 +14,8 @@ namespace fxopt {
 struct PassInfo {
   std::string name;     // the fxopt.optimization class name
   std::string summary;  // one line, shown by `fxopt passes`
-  bool reversible;
+  // Outputs stay the same up to float rounding; Python's classes read it from here. (Every
+  // built-in pass is reversible, so that needs no column.)
   bool preserves_computation;
   // Builds the pass from its parameters (the Python constructor's keyword arguments).
   std::function<std::unique_ptr<Pass>(const Dict& options)> make;

@@ -43,4 +43,10 @@ struct Edit {
 
 using EditLog = std::vector<Edit>;
 
+// Indices of the edits a replay must apply, in log order: an edit that a later one of the same
+// node overwrites completely (inputs, target, one metadata key) is left out, so the GraphModule
+// is written once per thing that changed. Composed passes re-mark and re-record the nodes they
+// share (MergeLinears, then FuseBiasInLinear on the merged Linear).
+std::vector<size_t> effective_edits(const EditLog& log);
+
 }  // namespace fxopt

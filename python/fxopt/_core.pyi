@@ -1,7 +1,10 @@
 """fxopt's C++ engine"""
 
-from collections.abc import Sequence
-from typing import overload
+from collections.abc import Callable, Sequence
+import enum
+from typing import Any, overload
+
+import torch.fx.node
 
 
 class PassError(RuntimeError):
@@ -66,37 +69,145 @@ class PassResult:
     @property
     def skipped(self) -> list[Skip]: ...
 
+class EditKind(enum.Enum):
+    """What an edit does; the fields it uses follow each name."""
+
+    CreateNode = 0
+    """node, anchor, op, target, name, args, kwargs"""
+
+    SetInputs = 1
+    """node, args, kwargs"""
+
+    SetTarget = 2
+    """node, op, target"""
+
+    SetMeta = 3
+    """node, key, value"""
+
+    EraseMeta = 4
+    """node, key"""
+
+    EraseNode = 5
+    """node"""
+
+    SetModule = 6
+    """path, like, module_type, attributes, tensors"""
+
+    RemoveModule = 7
+    """path"""
+
+    SetAttribute = 8
+    """path, tensor"""
+
+    RemoveAttribute = 9
+    """path"""
+
+class Edit:
+    """One edit of the log; its fields are read as Python values."""
+
+    @property
+    def kind(self) -> EditKind: ...
+
+    @property
+    def node(self) -> int:
+        """the edited node's id"""
+
+    @property
+    def anchor(self) -> int:
+        """id of the node a created node goes before"""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def target(self, /) -> Callable[..., Any] | str: ...
+
+    @property
+    def name(self) -> str:
+        """a created node's name"""
+
+    @property
+    def args(self, /) -> tuple[Any, ...]: ...
+
+    @property
+    def kwargs(self, /) -> dict[str, Any]: ...
+
+    @property
+    def key(self) -> str:
+        """a metadata key"""
+
+    @property
+    def value(self, /) -> Any: ...
+
+    @property
+    def path(self) -> str:
+        """a module or tensor path"""
+
+    @property
+    def like(self) -> str:
+        """path of the module a SetModule copies"""
+
+    @property
+    def module_type(self) -> str:
+        """qualified class name of a SetModule's module"""
+
+    @property
+    def attributes(self, /) -> dict[str, Any]: ...
+
+    @property
+    def tensors(self, /) -> dict[str, TensorInfo | None]: ...
+
+    @property
+    def tensor(self, /) -> TensorInfo | None: ...
+
 class Session:
-    def __init__(self, node_type: object, qualname: object, resolve: object) -> None: ...
+    def __init__(self, node_type: object, tensor_type: object, size_type: object, strided: object, qualname: object, resolve: object) -> None: ...
 
-    def import_graph(self, arg: object, /) -> None: ...
+    def import_graph(self, root: object) -> tuple[list[str], list[str]]: ...
 
-    def add_module(self, arg0: str, arg1: str, arg2: dict, arg3: dict, /) -> None: ...
+    def matches(self, root: object) -> bool: ...
 
-    def add_attribute(self, arg0: str, arg1: TensorInfo, /) -> None: ...
+    def snapshot(self, root: object) -> None: ...
 
-    def add_taken_paths(self, arg: object, /) -> None: ...
+    def add_module(self, path: str, type: str, attributes: dict, tensors: dict) -> None: ...
 
-    def set_values(self, values: object) -> None: ...
+    def add_attribute(self, path: str, tensor: TensorInfo) -> None: ...
+
+    def add_taken_paths(self, paths: object) -> None: ...
 
     def run(self, name: str, options: dict, signature: str, reverse: bool, tensor_ops: object) -> PassResult: ...
 
     def edit_count(self) -> int: ...
 
-    def edit(self, arg: int, /) -> tuple: ...
+    def effective_edits(self) -> list[int]: ...
+
+    def edit(self, index: int) -> Edit: ...
 
     def clear_edits(self) -> None: ...
 
-    def bind(self, arg0: int, arg1: object, /) -> None: ...
+    def bind(self, id: int, fx_node: object) -> None: ...
 
-    def py_node(self, arg: int, /) -> object: ...
+    def py_node(self, id: int) -> torch.fx.node.Node: ...
 
     def node_ids(self) -> list[int]: ...
 
-    def node(self, arg: int, /) -> tuple: ...
+    def node(self, id: int) -> tuple: ...
 
     def lint(self) -> list: ...
 
     def __len__(self) -> int: ...
 
-def passes() -> list: ...
+class PassInfo:
+    """A built-in pass as registered in passes/registry.cc."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def preserves_computation(self) -> bool: ...
+
+def passes() -> list[PassInfo]:
+    """The registry, in its order."""

@@ -1,10 +1,16 @@
 """The bridge between a ``torch.fx.GraphModule`` and the C++ engine.
 
-A :class:`Bridge` imports a GraphModule into a core session once: nodes with their arguments,
-the submodules and tensors that passes read (as metadata with opaque handles), and the paths
-already taken. Passes then run entirely in C++; :meth:`Bridge.sync` replays their edit log onto
-the GraphModule in one go, transactionally: if any edit fails, the edits already applied are
-undone and the GraphModule is left exactly as it was.
+A :class:`Bridge` imports a GraphModule into a core session once: nodes with their arguments
+(one native walk of the fx node list), the submodules and tensors that passes read (as
+metadata with opaque handles), and the paths already taken. Passes then run entirely in C++;
+:meth:`Bridge.sync` replays their edit log onto the GraphModule in one go, transactionally: if
+any edit fails, the edits already applied are undone and the GraphModule is left exactly as it
+was.
+
+:func:`attached` keeps the bridge on the GraphModule's graph between transformations, so
+``t1(gm)``, ``t2(gm)`` and their reverses import the graph once. Before reuse it checks that
+nothing changed the GraphModule behind the engine's back (the fx graph in one native walk, the
+modules and tensors the engine knows); any such change means a fresh import.
 """
 
 from __future__ import annotations
@@ -15,14 +21,14 @@ import gc
 import importlib
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx
 from torch.fx.node import _get_qualified_name
 
 from . import _core
-from .tensor_ops import TorchTensorOps, dtype_name
+from .tensor_ops import TorchTensorOps
 
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
 MODULE_ATTRIBUTES = (
@@ -114,31 +120,63 @@ class Bridge:
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
         self.tensors = TorchTensorOps()
-        self.session = _core.Session(torch.fx.Node, qualname, resolve_target)
-        self.fx_nodes = list(gm.graph.nodes)
-        self.session.import_graph(self.fx_nodes)
-        self.session.set_values([_value_info(node) for node in self.fx_nodes])
+        self.session = _core.Session(
+            node_type=torch.fx.Node, tensor_type=torch.Tensor, size_type=torch.Size,
+            strided=torch.strided, qualname=qualname, resolve=resolve_target,
+        )  # fmt: skip
+        called, read = self.session.import_graph(root=gm.graph._root)
         self._imported_modules: set[str] = set()
         self._imported_attributes: set[str] = set()
         self._complete = False
-        self._import_modules_and_attributes()
+        # False once the fx graph and the core graph may differ in ways `matches` cannot see.
+        self._in_step = True
+        self._import_modules_and_attributes(called, read)
+        self._state = self._module_state()
 
-    def _import_modules_and_attributes(self) -> None:
+    def _import_modules_and_attributes(self, called: Sequence[str], read: Sequence[str]) -> None:
         modules = dict(self.gm.named_modules())
-        for node in self.fx_nodes:
-            if node.op == "call_module" and isinstance(node.target, str):
-                module = modules.get(node.target)
-                if module is not None and node.target not in self._imported_modules:
-                    self._import_module(node.target, module)
-            elif node.op == "get_attr" and isinstance(node.target, str):
-                value = _lookup(self.gm, node.target)
-                if isinstance(value, torch.Tensor):
-                    self._import_attribute(node.target, value)
+        for path in called:
+            module = modules.get(path)
+            if module is not None:
+                self._import_module(path, module)
+        for path in read:
+            value = _lookup(self.gm, path)
+            if isinstance(value, torch.Tensor):
+                self._import_attribute(path, value)
         taken: list[str] = list(modules)
         for path, module in modules.items():
             prefix = f"{path}." if path else ""
             taken += [prefix + name for name in (*module._parameters, *module._buffers)]
-        self.session.add_taken_paths(taken)
+        self.session.add_taken_paths(paths=taken)
+
+    def _module_state(self) -> tuple[list[str], list[object]]:
+        """What the engine knows of the modules: every module path, and as objects compared by
+        identity each module with its parameter and buffer names and tensors (the paths taken),
+        the plain attributes of the modules it imported (``training`` flips on ``gm.eval()``)
+        and the tensors get_attr nodes read (None where a pass removed one)."""
+        paths: list[str] = []
+        objects: list[object] = []
+        for path, module in self.gm.named_modules():
+            paths.append(path)
+            objects += (module, *module._parameters, *module._parameters.values())
+            objects += (*module._buffers, *module._buffers.values())
+            if path in self._imported_modules:
+                values = module.__dict__
+                objects += [values.get(name) for name in MODULE_ATTRIBUTES]
+        objects += [_lookup(self.gm, path, None) for path in self._imported_attributes]
+        return paths, objects
+
+    def current(self) -> bool:
+        """True if the GraphModule is still what the session last imported or synced."""
+        if not self._in_step or not self.session.matches(root=self.gm.graph._root):
+            return False
+        paths, objects = self._module_state()
+        old_paths, old_objects = self._state
+        return (
+            paths == old_paths
+            and len(objects) == len(old_objects)
+            and all(map(operator.is_, objects, old_objects))
+        )
 
     def _import_everything(self) -> None:
         """Registers every submodule and stored tensor, called or read or not.
@@ -157,10 +195,11 @@ class Bridge:
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
                 if tensor is not None and prefix + name not in self._imported_attributes:
                     self._import_attribute(prefix + name, tensor)
+        self._state = self._module_state()
 
     def _import_attribute(self, path: str, tensor: torch.Tensor) -> None:
         self._imported_attributes.add(path)
-        self.session.add_attribute(path, self.tensors.register(tensor))
+        self.session.add_attribute(path=path, tensor=self.tensors.register(tensor))
 
     def _import_module(self, path: str, module: torch.nn.Module) -> None:
         self._imported_modules.add(path)
@@ -176,20 +215,22 @@ class Bridge:
             name: None if t is None else self.tensors.register(t)
             for name, t in (*module._parameters.items(), *module._buffers.items())
         }
-        self.session.add_module(path, type_name(module), attributes, tensors)
+        self.session.add_module(path=path, type=type_name(module), attributes=attributes, tensors=tensors)
 
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
         if reverse:
             self._check_records_survived(signature)
             self._import_everything()
-        result = self.session.run(name, options, signature, reverse, self.tensors)
+        result = self.session.run(
+            name=name, options=options, signature=signature, reverse=reverse, tensor_ops=self.tensors
+        )
         return PassReport.from_core(name, result)
 
     def _check_records_survived(self, signature: str) -> None:
         if signature not in self.gm.__dict__.get(APPLIED_ATTR, ()):
             return
-        if any(signature in node.meta.get(MARKS_KEY, ()) for node in self.fx_nodes):
+        if any(signature in node.meta.get(MARKS_KEY, ()) for node in self.gm.graph.nodes):
             return
         raise _core.PassError(
             f"cannot reverse {signature}: the GraphModule was transformed by it, but the node "
@@ -198,105 +239,137 @@ class Bridge:
             "transformed GraphModule (or a copy.deepcopy of it) in memory"
         )
 
-    def sync(self) -> None:
-        """Replays the edit log onto the GraphModule, all or nothing."""
+    def sync(self) -> bool:
+        """Replays the edit log onto the GraphModule, all or nothing; False (and nothing
+        touched) when the log is empty."""
+        if self.session.edit_count() == 0:
+            return False
         replay = _Replay(self.gm, self.session, self.tensors)
         try:
-            for index in range(self.session.edit_count()):
-                replay.apply(self.session.edit(index))
+            # Edits a later one overwrites are skipped: each node is written once per change.
+            for index in self.session.effective_edits():
+                replay.apply(self.session.edit(index=index))
             replay.finish()
         except BaseException:
             replay.undo()
+            self._in_step = False
             raise
         self.session.clear_edits()
+        self._in_step = not replay.renamed
+        self.session.snapshot(root=self.gm.graph._root)
+        self._state = self._module_state()
+        self.tensors.retain(value for value in self._state[1] if isinstance(value, torch.Tensor))
         applied: set[str] = set()
         for node in self.gm.graph.nodes:
             applied.update(node.meta.get(MARKS_KEY, ()))
         self.gm.__dict__[APPLIED_ATTR] = tuple(sorted(applied))
+        return True
 
     def rebuild(self) -> torch.fx.Graph:
-        """A new fx.Graph built from the core graph alone (checks that import loses nothing)."""
+        """A new fx.Graph built from the core graph alone (checks that import loses nothing).
+        Binds the core nodes to the new fx nodes: the bridge is not used again afterwards."""
         graph = torch.fx.Graph()
         graph._codegen = self.gm.graph._codegen  # pytree in/out handling of exported graphs
         for node_id in self.session.node_ids():
             # One node at a time: its arguments name the new nodes bound just before it.
-            op, target, name, args, kwargs, origin = self.session.node(node_id)
+            op, target, name, args, kwargs, origin = self.session.node(id=node_id)
             new = graph.create_node(op, target, args, kwargs, name=name)
             if origin >= 0:
-                old = self.fx_nodes[origin]
+                old = self.session.py_node(id=node_id)
                 new.meta = dict(old.meta)
                 new.type = old.type
-            self.session.bind(node_id, new)
+            self.session.bind(id=node_id, fx_node=new)
+        self._in_step = False
         return graph
 
 
-def _value_info(node: torch.fx.Node) -> tuple[str, list[int], str] | None:
-    """The dtype name, sizes (-1 for a symbolic size) and device ("" when not recorded) of the
-    node's tensor value where fx recorded them (export's fake tensor in ``meta["val"]``,
-    ShapeProp's ``meta["tensor_meta"]``, which has no device), else None. The device is given
-    for strided tensors only, so equal devices also mean equal (strided) layouts."""
-    value = node.meta.get("val")
-    device = ""
-    if isinstance(value, torch.Tensor) and value.layout == torch.strided:
-        device = str(value.device)
-    if not isinstance(value, torch.Tensor):
-        value = node.meta.get("tensor_meta")
-        if not isinstance(getattr(value, "shape", None), torch.Size):
-            return None
-    assert value is not None
-    sizes = [size if isinstance(size, int) else -1 for size in value.shape]
-    return dtype_name(value.dtype), sizes, device
+# The attribute of an fx.Graph holding its attached Bridge. On the graph, not the GraphModule:
+# a deep copy (fx.Graph.__deepcopy__ copies nodes only) or a new graph starts without one.
+_ATTACHED = "_fxopt_bridge"
 
 
-def _lookup(root: torch.nn.Module, path: str) -> Any:
+def attached(gm: torch.fx.GraphModule) -> Bridge:
+    """The bridge attached to `gm`, or a fresh import attached from now on if there is none or
+    anything changed the GraphModule since the bridge last saw it."""
+    bridge = gm.graph.__dict__.get(_ATTACHED)
+    if isinstance(bridge, Bridge) and bridge.gm is gm and bridge.current():
+        return bridge
+    detach(gm)  # the old session goes before the new one is built: one engine graph at a time
+    bridge = Bridge(gm)
+    gm.graph.__dict__[_ATTACHED] = bridge
+    return bridge
+
+
+def detach(gm: torch.fx.GraphModule) -> None:
+    """Drops the bridge attached to `gm` (after a failure its engine graph is not the fx graph)."""
+    gm.graph.__dict__.pop(_ATTACHED, None)
+
+
+def adopt_bridge(gm: torch.fx.GraphModule) -> None:
+    """Points the bridge attached to `gm`'s graph at `gm` (the graph moved to another module)."""
+    bridge = gm.graph.__dict__.get(_ATTACHED)
+    if isinstance(bridge, Bridge):
+        bridge.gm = gm
+
+
+_REQUIRED = object()
+
+
+def _lookup(root: torch.nn.Module, path: str, default: Any = _REQUIRED) -> Any:
     obj: Any = root
     for part in path.split("."):
-        obj = getattr(obj, part)
+        obj = getattr(obj, part, _REQUIRED)
+        if obj is _REQUIRED:
+            if default is _REQUIRED:
+                raise AttributeError(f"the GraphModule has no attribute '{path}'")
+            return default
     return obj
 
 
 class _Replay:
     """Applies core edits to a GraphModule, remembering how to undo each one."""
 
-    def __init__(self, gm: torch.fx.GraphModule, session: Any, tensors: TorchTensorOps) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, session: _core.Session, tensors: TorchTensorOps) -> None:
         self.gm = gm
         self.graph = gm.graph
         self.session = session
         self.tensors = tensors
         self.undo_steps: list[Callable[[], None]] = []
         self.to_erase: list[torch.fx.Node] = []
+        # fx gave a created node another name than the core did: the session cannot be reused.
+        self.renamed = False
 
-    def apply(self, edit: tuple[Any, ...]) -> None:
-        getattr(self, "_" + edit[0])(*edit[1:])
+    def apply(self, edit: _core.Edit) -> None:
+        _REPLAY[edit.kind](self, edit)
 
-    def _create(self, node_id: int, anchor: int, op: str, target: Any, name: str, args: tuple,
-                kwargs: dict) -> None:  # fmt: skip
-        with self.graph.inserting_before(self.session.py_node(anchor)):
-            node = self.graph.create_node(op, target, args, kwargs, name=name)
-        self.session.bind(node_id, node)
+    def _create(self, edit: _core.Edit) -> None:
+        with self.graph.inserting_before(self.session.py_node(id=edit.anchor)):
+            node = self.graph.create_node(edit.op, edit.target, edit.args, edit.kwargs, name=edit.name)
+        self.renamed |= node.name != edit.name
+        self.session.bind(id=edit.node, fx_node=node)
         self.undo_steps.append(lambda: self.graph.erase_node(node))
 
-    def _set_inputs(self, node_id: int, args: tuple, kwargs: dict) -> None:
-        node = self.session.py_node(node_id)
+    def _set_inputs(self, edit: _core.Edit) -> None:
+        node = self.session.py_node(id=edit.node)
         old_args, old_kwargs = node.args, node.kwargs
-        node.args, node.kwargs = args, kwargs
+        _set_inputs(node, edit.args, edit.kwargs)
         self.undo_steps.append(lambda: _set_inputs(node, old_args, old_kwargs))
 
-    def _set_target(self, node_id: int, op: str, target: Any) -> None:
-        node = self.session.py_node(node_id)
+    def _set_target(self, edit: _core.Edit) -> None:
+        node = self.session.py_node(id=edit.node)
         old = node.op, node.target
-        _set_op(node, op, target)
+        _set_op(node, edit.op, edit.target)
         self.undo_steps.append(lambda: _set_op(node, *old))
 
-    def _set_meta(self, node_id: int, key: str, value: Any) -> None:
-        node = self.session.py_node(node_id)
-        self._remember_meta(node, key)
-        node.meta[key] = value
+    def _set_meta(self, edit: _core.Edit) -> None:
+        node = self.session.py_node(id=edit.node)
+        self._remember_meta(node, edit.key)
+        node.meta[edit.key] = edit.value
 
-    def _erase_meta(self, node_id: int, key: str) -> None:
-        node = self.session.py_node(node_id)
-        self._remember_meta(node, key)
-        node.meta.pop(key, None)
+    def _erase_meta(self, edit: _core.Edit) -> None:
+        node = self.session.py_node(id=edit.node)
+        self._remember_meta(node, edit.key)
+        node.meta.pop(edit.key, None)
 
     def _remember_meta(self, node: torch.fx.Node, key: str) -> None:
         missing = object()
@@ -310,29 +383,27 @@ class _Replay:
 
         self.undo_steps.append(restore)
 
-    def _erase(self, node_id: int) -> None:
+    def _erase(self, edit: _core.Edit) -> None:
         # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
-        self.to_erase.append(self.session.py_node(node_id))
+        self.to_erase.append(self.session.py_node(id=edit.node))
 
-    def _set_module(self, path: str, like: str, type_: str, attributes: dict, tensors: dict) -> None:
-        module = _copy_module(self.gm.get_submodule(like), type_)
+    def _set_module(self, edit: _core.Edit) -> None:
+        module = _copy_module(self.gm.get_submodule(edit.like), edit.module_type)
         # Plain values only (the core has no others): straight into the instance dict, as
         # nn.Module.__setattr__ would put them, without its checks of every table.
-        for name, value in attributes.items():
+        for name, value in edit.attributes.items():
             module.__dict__[name] = tuple(value) if isinstance(value, list) else value
-        for name, info in tensors.items():
+        for name, info in edit.tensors.items():
             _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
-        self._edit_slot(path, lambda parent, name: setattr(parent, name, module))
+        self._edit_slot(edit.path, lambda parent, name: setattr(parent, name, module))
 
-    def _remove_module(self, path: str) -> None:
-        self._edit_slot(path, delattr)
+    def _remove_slot(self, edit: _core.Edit) -> None:
+        self._edit_slot(edit.path, delattr)
 
-    def _set_attribute(self, path: str, info: Any) -> None:
-        tensor = self.tensors.tensor(info)
-        self._edit_slot(path, lambda parent, name: _set_tensor(parent, name, info, tensor))
-
-    def _remove_attribute(self, path: str) -> None:
-        self._edit_slot(path, delattr)
+    def _set_attribute(self, edit: _core.Edit) -> None:
+        info = edit.tensor
+        tensor = None if info is None else self.tensors.tensor(info)
+        self._edit_slot(edit.path, lambda parent, name: _set_tensor(parent, name, info, tensor))
 
     def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
         parent_path, _, name = path.rpartition(".")
@@ -362,7 +433,22 @@ class _Replay:
         self.undo_steps.clear()
 
 
-def _set_inputs(node: torch.fx.Node, args: tuple, kwargs: dict) -> None:
+# How each kind of edit is applied; a new Edit kind fails the test that every kind has an entry.
+_REPLAY: dict[_core.EditKind, Callable[[_Replay, _core.Edit], None]] = {
+    _core.EditKind.CreateNode: _Replay._create,
+    _core.EditKind.SetInputs: _Replay._set_inputs,
+    _core.EditKind.SetTarget: _Replay._set_target,
+    _core.EditKind.SetMeta: _Replay._set_meta,
+    _core.EditKind.EraseMeta: _Replay._erase_meta,
+    _core.EditKind.EraseNode: _Replay._erase,
+    _core.EditKind.SetModule: _Replay._set_module,
+    _core.EditKind.RemoveModule: _Replay._remove_slot,
+    _core.EditKind.SetAttribute: _Replay._set_attribute,
+    _core.EditKind.RemoveAttribute: _Replay._remove_slot,
+}
+
+
+def _set_inputs(node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     node.args, node.kwargs = args, kwargs
 
 

@@ -57,41 +57,29 @@ def catalog() -> list[PassInfo]:
     with fixed arguments): the class the registry entry is named after gets the registry's
     summary, the others their own docstring's first line.
     """
-    classes = _transformation_classes()
-    infos = []
-    for entry in _core.passes():
-        users = [
-            cls
-            for cls in classes.values()
-            if issubclass(cls, BuiltinTransformation) and cls.core_pass == entry["name"]
-        ]
-        for cls in sorted(users, key=lambda cls: len(cls.__mro__)):
-            summary = entry["summary"] if cls.__name__ == entry["name"] else _first_line(cls.__doc__)
-            infos.append(
-                PassInfo(
-                    name=cls.__name__,
-                    summary=summary,
-                    engine="C++",
-                    reversible=bool(entry["reversible"]),
-                    preserving=bool(entry["preserves_computation"]),
-                    dialects=BUILTIN_DIALECTS,
-                    parameters=_parameters(cls),
-                )
-            )
-    infos += [
+    classes = _transformation_classes().values()
+    builtin = [cls for cls in classes if issubclass(cls, BuiltinTransformation)]
+    order = {info.name: index for index, info in enumerate(_core.passes())}
+    # Registry order; a pass's namesake class before the classes derived from it.
+    builtin.sort(key=lambda cls: (order[cls.core_pass], len(cls.__mro__)))
+    return [
         PassInfo(
-            name=name,
-            summary=_first_line(cls.__doc__),
-            engine="Python",
+            name=cls.__name__,
+            summary=_summary(cls),
+            engine="C++" if cls in builtin else "Python",
             reversible=issubclass(cls, optimization_module.ReversibleTransformation),
-            preserving=bool(cls.preserves_computation),
-            dialects=PYTHON_DIALECTS,
+            preserving=cls.preserves_computation,
+            dialects=BUILTIN_DIALECTS if cls in builtin else PYTHON_DIALECTS,
             parameters=_parameters(cls),
         )
-        for name, cls in classes.items()
-        if not issubclass(cls, BuiltinTransformation)
+        for cls in (*builtin, *(cls for cls in classes if cls not in builtin))
     ]
-    return infos
+
+
+def _summary(cls: type[Transformation]) -> str:
+    if issubclass(cls, BuiltinTransformation) and cls.__name__ == cls.core_pass:
+        return cls.summary
+    return _first_line(cls.__doc__)
 
 
 def _transformation_classes() -> dict[str, type[Transformation]]:

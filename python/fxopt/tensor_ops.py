@@ -8,6 +8,7 @@ contiguous tensor, so results never alias the caller's parameters.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -43,6 +44,13 @@ class TorchTensorOps:
 
     def tensor(self, info: _core.TensorInfo) -> torch.Tensor:
         return self._tensors[info.handle]
+
+    def retain(self, live: Iterable[torch.Tensor]) -> None:
+        """Forgets every tensor but `live` (what the GraphModule still holds), so a session kept
+        between transformations does not keep the weights a pass replaced alive."""
+        keep = {id(tensor) for tensor in live}
+        self._handles = {key: h for key, h in self._handles.items() if key in keep}
+        self._tensors = {h: self._tensors[h] for h in self._handles.values()}
 
     def _result(self, tensor: torch.Tensor) -> _core.TensorInfo:
         return self.register(tensor.detach().contiguous())

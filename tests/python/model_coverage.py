@@ -422,7 +422,7 @@ def preserving_passes() -> list[BuiltinTransformation]:
     whose constructor needs arguments has no single default configuration to test, and is left
     out; the registry order is the one the engine documents as safe to run passes in.
     """
-    order = {entry["name"]: index for index, entry in enumerate(_core.passes())}
+    order = {info.name: index for index, info in enumerate(_core.passes())}
     classes = [
         value
         for value in vars(optimization).values()

@@ -12,7 +12,6 @@ from torch.fx.passes.shape_prop import ShapeProp
 from conftest import token_inputs
 from fxopt.optimization import ChangePrecision, FuseBatchNormInConv, compose
 from norm_models import (
-    DIALECTS,
     assert_outputs_close,
     assert_outputs_equal,
     assert_same_tensors,

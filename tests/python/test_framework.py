@@ -12,6 +12,7 @@ import torch
 import torch.fx
 from torch.fx import GraphModule
 
+import fxopt._core
 import fxopt.bridge
 import fxopt.optimization as fo
 from fxopt.optimization import (
@@ -224,7 +225,7 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
     code = gm.code
     metas = [dict(n.meta) for n in gm.graph.nodes]
     calls = {"n": 0}
-    original = fxopt.bridge._Replay._set_meta
+    original = fxopt.bridge._REPLAY[fxopt._core.EditKind.SetMeta]
 
     def fail_on_second(self, *args):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -232,7 +233,7 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
             raise RuntimeError("injected failure")
         return original(self, *args)
 
-    monkeypatch.setattr(fxopt.bridge._Replay, "_set_meta", fail_on_second)
+    monkeypatch.setitem(fxopt.bridge._REPLAY, fxopt._core.EditKind.SetMeta, fail_on_second)
     t = ChangeTrueDivToMulByInverse()
     with pytest.raises(RuntimeError, match="injected failure"):
         t(gm)

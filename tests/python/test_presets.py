@@ -84,3 +84,19 @@ def test_optimize_traces_a_module_and_rejects_other_values() -> None:
         fxopt.optimize("bert", "default")  # type: ignore[arg-type]
     with pytest.raises(presets.PassSpecError, match="unknown preset"):
         fxopt.optimize(model, "fastest")
+
+
+def test_every_registry_entry_has_its_python_class_with_the_registrys_facts() -> None:
+    import fxopt.optimization as optimization
+    from fxopt import _core
+    from fxopt.optimization.builtin import BuiltinTransformation
+
+    for info in _core.passes():
+        cls = getattr(optimization, info.name)
+        assert issubclass(cls, BuiltinTransformation)
+        assert (cls.core_pass, cls.summary, cls.preserves_computation) == (
+            info.name, info.summary, info.preserves_computation)
+    for name in optimization.__all__:
+        cls = getattr(optimization, name)
+        if isinstance(cls, type) and issubclass(cls, BuiltinTransformation) and cls is not BuiltinTransformation:
+            assert cls.core_pass in {info.name for info in _core.passes()}

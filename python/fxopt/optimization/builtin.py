@@ -1,32 +1,49 @@
 """Transformations whose work is done by the C++ engine.
 
-A built-in transformation only names its core pass and parameters; :func:`run_builtin` imports
-the GraphModule into a core session, runs the passes back to back there, and syncs the edits
-back once. Until that sync succeeds the GraphModule is untouched.
+A built-in transformation only names its core pass and parameters; :func:`run_builtin` takes the
+core session attached to the GraphModule (importing it only if there is none or the GraphModule
+changed since), runs the passes back to back there, and syncs the edits back once. Until that
+sync succeeds the GraphModule is untouched; when the passes changed nothing, nothing is synced
+and nothing needs recompiling.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from torch.fx import GraphModule
 
 from .. import _core
-from ..bridge import Bridge, PassReport, paused_gc
+from ..bridge import PassReport, attached, detach, paused_gc
 from .transformation import ReversibleTransformation
 
 TransformationError = _core.PassError
 
 
+# The engine's pass table (cpp/passes/registry.cc), by name.
+REGISTRY: dict[str, _core.PassInfo] = {info.name: info for info in _core.passes()}
+
+
 class BuiltinTransformation(ReversibleTransformation):
     """Base of the transformations implemented in C++ (``cpp/passes/``).
 
-    `core_pass` names the pass in the engine's registry. After each call, :attr:`report` says
-    which nodes changed and which candidates were skipped, and why.
+    A subclass named like a registry entry runs that pass, and its facts (`core_pass`,
+    `summary`, `preserves_computation`) are the registry's; a subclass of it with another name
+    (`GeluToTanhApproximation`) runs its parent's pass with fixed arguments. After each call,
+    :attr:`report` says which nodes changed and which candidates were skipped, and why.
     """
 
-    core_pass: str
+    core_pass: ClassVar[str]
+    summary: ClassVar[str]
     _report: PassReport | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        info = REGISTRY.get(cls.__name__)
+        if info is not None:
+            cls.core_pass = info.name
+            cls.summary = info.summary
+            cls.preserves_computation = info.preserves_computation
 
     @property
     def report(self) -> PassReport | None:
@@ -36,23 +53,30 @@ class BuiltinTransformation(ReversibleTransformation):
         return self.parameters()
 
     def transform(self, graph_module: GraphModule) -> GraphModule:
-        run_builtin([(self, False)], graph_module)
-        return graph_module
+        return self._apply(graph_module, reverse=False)[0]
 
     def reverse(self, graph_module: GraphModule) -> GraphModule:
-        run_builtin([(self, True)], graph_module)
-        return graph_module
+        return self._apply(graph_module, reverse=True)[0]
+
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        return graph_module, run_builtin([(self, reverse)], graph_module)
 
 
-def run_builtin(steps: Sequence[tuple[BuiltinTransformation, bool]], gm: GraphModule) -> None:
-    """Runs (transformation, reverse) steps in one core session and syncs once."""
+def run_builtin(steps: Sequence[tuple[BuiltinTransformation, bool]], gm: GraphModule) -> bool:
+    """Runs (transformation, reverse) steps in the GraphModule's core session and syncs once;
+    returns whether the GraphModule changed."""
     with paused_gc():
-        bridge = Bridge(gm)
-        reports = []
-        for transformation, reverse in steps:
-            options = transformation.core_options()
-            signature = transformation.signature
-            reports.append(bridge.run(transformation.core_pass, options, signature, reverse))
-        bridge.sync()
+        bridge = attached(gm)
+        try:
+            reports = []
+            for transformation, reverse in steps:
+                options = transformation.core_options()
+                signature = transformation.signature
+                reports.append(bridge.run(transformation.core_pass, options, signature, reverse))
+            changed = bridge.sync()
+        except BaseException:
+            detach(gm)  # the engine's graph holds edits the GraphModule does not
+            raise
     for (transformation, _), report in zip(steps, reports):
         transformation._report = report
+    return changed

@@ -6,8 +6,14 @@ import copy
 
 from torch.fx import GraphModule
 
+from ..bridge import adopt_bridge
 from .builtin import BuiltinTransformation, run_builtin
-from .transformation import ReversibleTransformation, Transformation, _lint_and_recompile
+from .transformation import (
+    ReversibleTransformation,
+    Transformation,
+    _check_graph_module,
+    _lint_and_recompile,
+)
 
 
 class DeepCopy(ReversibleTransformation):
@@ -22,6 +28,10 @@ class DeepCopy(ReversibleTransformation):
     def reverse(self, graph_module: GraphModule) -> GraphModule:
         return copy.deepcopy(graph_module)
 
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        # A GraphModule's deep copy generates its code afresh.
+        return copy.deepcopy(graph_module), False
+
 
 class LintAndRecompile(ReversibleTransformation):
     """Lints the graph and regenerates the module's code."""
@@ -35,13 +45,17 @@ class LintAndRecompile(ReversibleTransformation):
     def reverse(self, graph_module: GraphModule) -> GraphModule:
         return self.transform(graph_module)
 
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        return self.transform(graph_module), False  # the code was just generated
+
 
 class ComposeTransformation(ReversibleTransformation):
     """Applies its members left to right; reverse undoes them right to left.
 
     Consecutive built-in members run inside one core session, with a single sync back to the
     GraphModule; a Python member sees a synced graph. Lint and recompile happen once, in
-    ``__call__``, not per member. ``reverse`` requires every member to be reversible.
+    ``__call__``, not per member, and not at all when no member changed the graph. ``reverse``
+    requires every member to be reversible.
     """
 
     def __init__(self, transformations: list[Transformation], inplace: bool) -> None:
@@ -54,27 +68,30 @@ class ComposeTransformation(ReversibleTransformation):
         return all(isinstance(t, ReversibleTransformation) for t in self.transformations)
 
     def transform(self, graph_module: GraphModule) -> GraphModule:
-        return self._apply(graph_module, [(t, False) for t in self.transformations])
+        return self._apply(graph_module, reverse=False)[0]
 
     def reverse(self, graph_module: GraphModule) -> GraphModule:
-        if not self.reversible:
-            raise TypeError("cannot reverse a composition with a non-reversible member")
-        return self._apply(graph_module, [(t, True) for t in reversed(self.transformations)])
+        return self._apply(graph_module, reverse=True)[0]
 
-    def _apply(self, gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> GraphModule:
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        if reverse and not self.reversible:
+            raise TypeError("cannot reverse a composition with a non-reversible member")
+        members = reversed(self.transformations) if reverse else iter(self.transformations)
+        steps = [(t, reverse) for t in members]
         if not self.inplace:
-            return _run(copy.deepcopy(gm), steps)
+            return _run(copy.deepcopy(graph_module), steps)
         if _all_or_nothing(steps):
-            return _run(gm, steps)
+            return _run(graph_module, steps)
         # A Python member edits fx directly, and the engine cannot undo that; so the members run
         # on a working copy (sharing the tensors, which no transformation writes), adopted only
         # once every member succeeded. A failure anywhere leaves `gm` exactly as it was.
-        work = _working_copy(gm)
-        result = _run(work, steps)
+        work = _working_copy(graph_module)
+        result, changed = _run(work, steps)
         if result is not work:
-            return result  # a member returned another GraphModule (DeepCopy): gm stays as it was
-        _adopt(gm, work)
-        return gm
+            # a member returned another GraphModule (DeepCopy): graph_module stays as it was
+            return result, changed
+        _adopt(graph_module, work)
+        return graph_module, changed
 
 
 def _all_or_nothing(steps: list[tuple[Transformation, bool]]) -> bool:
@@ -104,25 +121,27 @@ def _adopt(gm: GraphModule, work: GraphModule) -> None:
     gm.__dict__.update(work.__dict__)
     work.graph.owning_module = gm
     gm.__class__ = type(work)
+    adopt_bridge(gm)
 
 
-def _run(gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> GraphModule:
+def _run(gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> tuple[GraphModule, bool]:
+    """Runs the steps; returns the result and whether its graph may differ from its code."""
     batch: list[tuple[BuiltinTransformation, bool]] = []
+    changed = False
     for transformation, reverse in steps:
         if isinstance(transformation, BuiltinTransformation):
             batch.append((transformation, reverse))
             continue
         if batch:
-            run_builtin(batch, gm)
+            changed |= run_builtin(batch, gm)
             batch = []
-        if reverse:
-            assert isinstance(transformation, ReversibleTransformation)
-            gm = transformation(gm, lint_and_recompile=False, reverse=True)
-        else:
-            gm = transformation(gm, lint_and_recompile=False)
+        _check_graph_module(transformation, gm)
+        gm, member_changed = transformation._apply(gm, reverse)
+        # LintAndRecompile and DeepCopy leave code that matches the graph so far.
+        changed = member_changed or (changed and not isinstance(transformation, (LintAndRecompile, DeepCopy)))
     if batch:
-        run_builtin(batch, gm)
-    return gm
+        changed |= run_builtin(batch, gm)
+    return gm, changed
 
 
 def compose(*transformations: Transformation, inplace: bool = True) -> ComposeTransformation:

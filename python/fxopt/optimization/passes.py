@@ -25,9 +25,6 @@ class ChangeTrueDivToMulByInverse(BuiltinTransformation):
     comes back as ``x / 8``, not ``x / (1 / 0.125)``.
     """
 
-    core_pass = "ChangeTrueDivToMulByInverse"
-    preserves_computation = True
-
 
 class MergeLinears(BuiltinTransformation):
     """Linears that read the same input become one Linear whose output is sliced back.
@@ -44,9 +41,6 @@ class MergeLinears(BuiltinTransformation):
     needs nothing but the graph: it works after ``copy.deepcopy`` and in a later session.
     """
 
-    core_pass = "MergeLinears"
-    preserves_computation = True
-
 
 class FuseBiasInLinear(BuiltinTransformation):
     """A Linear's bias becomes one more weight column, read against a column of ones.
@@ -62,9 +56,6 @@ class FuseBiasInLinear(BuiltinTransformation):
     8x128 tokens). It stays out of the ``default`` preset; it exists for Optimum parity and for
     backends where a bias add is a separate kernel launch.
     """
-
-    core_pass = "FuseBiasInLinear"
-    preserves_computation = True
 
 
 class FuseBatchNormInConv(BuiltinTransformation):
@@ -85,14 +76,9 @@ class FuseBatchNormInConv(BuiltinTransformation):
     ``copy.deepcopy`` and in a later session.
     """
 
-    core_pass = "FuseBatchNormInConv"
-    preserves_computation = True
-
 
 class FuseBatchNorm2dInConv2d(FuseBatchNormInConv):
     """Optimum's pass: :class:`FuseBatchNormInConv` restricted to Conv2d followed by BatchNorm2d."""
-
-    core_pass = "FuseBatchNorm2dInConv2d"
 
 
 class FuseBatchNorm1dInLinear(BuiltinTransformation):
@@ -107,9 +93,6 @@ class FuseBatchNorm1dInLinear(BuiltinTransformation):
     :class:`FuseBatchNormInConv`.
     """
 
-    core_pass = "FuseBatchNorm1dInLinear"
-    preserves_computation = True
-
 
 class ChangeActivation(BuiltinTransformation):
     """Every activation of kind `source` becomes one of kind `target` (changes the outputs).
@@ -122,9 +105,6 @@ class ChangeActivation(BuiltinTransformation):
     restores each node exactly, from the record it carries (after ``copy.deepcopy`` too). An
     unknown kind raises ``ValueError`` when the transformation runs.
     """
-
-    core_pass = "ChangeActivation"
-    preserves_computation = False
 
     def __init__(self, source: str, target: str) -> None:
         self.source = source
@@ -148,9 +128,6 @@ class ChangePrecision(BuiltinTransformation):
     points the ops back at the untouched originals, so weights come back bit for bit, and removes
     the casts. Changes the outputs by the rounding of `dtype`.
     """
-
-    core_pass = "ChangePrecision"
-    preserves_computation = False
 
     def __init__(self, dtype: torch.dtype = torch.float16) -> None:
         if dtype not in (torch.float16, torch.bfloat16):
@@ -181,9 +158,6 @@ class FuseAttentionToSdpa(BuiltinTransformation):
     rebuilds the removed nodes under their names and restores the code and outputs exactly.
     """
 
-    core_pass = "FuseAttentionToSdpa"
-    preserves_computation = True
-
 
 class FoldConstants(BuiltinTransformation):
     """A call whose value depends only on stored tensors and literals is computed once and stored.
@@ -203,9 +177,6 @@ class FoldConstants(BuiltinTransformation):
     weights in ``forward``.
     """
 
-    core_pass = "FoldConstants"
-    preserves_computation = True
-
 
 class RemoveNoOps(BuiltinTransformation):
     """Calls that return their input unchanged are removed; their users read the input.
@@ -223,9 +194,6 @@ class RemoveNoOps(BuiltinTransformation):
     too: use the result for inference. Reverse puts every node back exactly.
     """
 
-    core_pass = "RemoveNoOps"
-    preserves_computation = True
-
 
 class EliminateCommonSubexpressions(BuiltinTransformation):
     """A call repeating an earlier one (same op, same arguments) is replaced by its result.
@@ -237,9 +205,6 @@ class EliminateCommonSubexpressions(BuiltinTransformation):
     are (or may alias, or read) a value modified in place are never merged. Reverse puts every
     dropped node back and points its users at it again.
     """
-
-    core_pass = "EliminateCommonSubexpressions"
-    preserves_computation = True
 
 
 class EliminateDeadCode(BuiltinTransformation):
@@ -254,9 +219,6 @@ class EliminateDeadCode(BuiltinTransformation):
     with its name, arguments and position.
     """
 
-    core_pass = "EliminateDeadCode"
-    preserves_computation = True
-
 
 class RemoveRuntimeAsserts(BuiltinTransformation):
     """Opt-in: torch.export's runtime checks are removed, with the values only they read.
@@ -267,9 +229,6 @@ class RemoveRuntimeAsserts(BuiltinTransformation):
     inputs that satisfy what export assumed; for other inputs the graph no longer raises a clear
     error, so this pass is not part of any preset. Reverse puts every check back.
     """
-
-    core_pass = "RemoveRuntimeAsserts"
-    preserves_computation = True
 
 
 class RecognizeLinears(BuiltinTransformation):
@@ -288,9 +247,6 @@ class RecognizeLinears(BuiltinTransformation):
     Outputs match within float32 rounding (the GEMM may be called with another shape). Reverse
     rebuilds the original nodes reading the original weight, exactly, and drops the copy.
     """
-
-    core_pass = "RecognizeLinears"
-    preserves_computation = True
 
 
 class FuseLinearActivationOneDnn(BuiltinTransformation):
@@ -311,9 +267,6 @@ class FuseLinearActivationOneDnn(BuiltinTransformation):
     Numbers and conditions in cpp/passes/fuse_linear_activation_onednn.h.
     """
 
-    core_pass = "FuseLinearActivationOneDnn"
-    preserves_computation = True
-
     def core_options(self) -> dict[str, Any]:
         dtypes = ["float32"] if onednn_linear_available() else []
         if onednn_bfloat16_available():
@@ -329,9 +282,6 @@ class ConvWeightsChannelsLast(BuiltinTransformation):
     are copied (``<path>_channels_last``); reverse points each convolution back at its original
     weight, bit for bit. Outputs match float32 within its rounding (another loop order).
     """
-
-    core_pass = "ConvWeightsChannelsLast"
-    preserves_computation = True
 
 
 class QuantizeLinearsInt8(BuiltinTransformation):
@@ -356,9 +306,6 @@ class QuantizeLinearsInt8(BuiltinTransformation):
     cosine 0.999 keeps about a third of its Linears in float32, and the gain mostly goes. So no
     preset holds it.
     """
-
-    core_pass = "QuantizeLinearsInt8"
-    preserves_computation = False
 
     def __init__(self, keep: Sequence[str] = ()) -> None:
         self.keep = tuple(keep)

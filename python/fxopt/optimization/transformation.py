@@ -55,10 +55,17 @@ class Transformation(ABC):
 
     def __call__(self, graph_module: GraphModule, lint_and_recompile: bool = True) -> GraphModule:
         _check_graph_module(self, graph_module)
-        graph_module = self.transform(graph_module)
-        if lint_and_recompile:
+        graph_module, changed = self._apply(graph_module, reverse=False)
+        if lint_and_recompile and changed:
             _lint_and_recompile(graph_module)
         return graph_module
+
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        """Transforms (or reverses) and says whether the graph may differ from the module's
+        code. A Python transformation edits fx nodes itself, so it may: always True; built-in
+        ones know (nothing synced, nothing to recompile)."""
+        assert not reverse
+        return self.transform(graph_module), True
 
     def parameters(self) -> dict[str, Any]:
         """The public attributes that define this instance (what `signature` hashes)."""
@@ -94,10 +101,13 @@ class ReversibleTransformation(Transformation):
         self, graph_module: GraphModule, lint_and_recompile: bool = True, reverse: bool = False
     ) -> GraphModule:
         _check_graph_module(self, graph_module)
-        graph_module = (self.reverse if reverse else self.transform)(graph_module)
-        if lint_and_recompile:
+        graph_module, changed = self._apply(graph_module, reverse)
+        if lint_and_recompile and changed:
             _lint_and_recompile(graph_module)
         return graph_module
+
+    def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        return (self.reverse if reverse else self.transform)(graph_module), True
 
     def mark_as_restored(self, node: Node) -> None:
         marks = tuple(m for m in node.meta.get(MARKS_KEY, ()) if m != self.signature)

@@ -1,0 +1,198 @@
+"""The engine's graph stays attached to the GraphModule between transformations: reused while
+nothing changed it, re-imported after any edit it did not make; and a graph no pass changed
+is neither synced nor recompiled."""
+
+from __future__ import annotations
+
+import gc
+import operator
+import subprocess
+import sys
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+from torch.fx import GraphModule
+
+import fxopt._core
+import fxopt.bridge
+from fxopt.optimization import (
+    ChangeTrueDivToMulByInverse,
+    FuseBatchNorm1dInLinear,
+    FuseBatchNorm2dInConv2d,
+    MergeLinears,
+    Transformation,
+    compose,
+)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.q(x) / 2 + self.k(x) * 3)
+
+
+class MulToDiv(Transformation):
+    """A user's own pass: `a * c` becomes `a / (1 / c)`, edited on fx nodes."""
+
+    def transform(self, graph_module: GraphModule) -> GraphModule:
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function" and node.target == operator.mul:
+                node.target = operator.truediv
+                node.args = (node.args[0], 1 / node.args[1])
+                self.mark_as_transformed(node)
+        return graph_module
+
+
+X = torch.randn(3, 4)
+
+
+def _gm() -> GraphModule:
+    torch.manual_seed(0)
+    return torch.fx.symbolic_trace(Net().eval())
+
+
+@pytest.fixture
+def gm() -> GraphModule:
+    return _gm()
+
+
+@pytest.fixture
+def counts(gm: GraphModule, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """How often, once `gm` exists, the bridge imported a graph, replayed edits onto one, and
+    fx recompiled."""
+    counted = {"import": 0, "replay": 0, "recompile": 0}
+
+    def counting(name: str, fn):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            counted[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(fxopt.bridge.Bridge, "__init__", counting("import", fxopt.bridge.Bridge.__init__))
+    monkeypatch.setattr(fxopt.bridge._Replay, "__init__", counting("replay", fxopt.bridge._Replay.__init__))
+    monkeypatch.setattr(GraphModule, "recompile", counting("recompile", GraphModule.recompile))
+    yield counted
+
+
+def _divisions(gm: GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.target == operator.truediv)
+
+
+def test_a_graph_no_pass_changed_is_neither_synced_nor_recompiled(gm: GraphModule, counts: dict[str, int]) -> None:
+    code = gm.code
+    FuseBatchNorm1dInLinear()(gm)  # the batch norm reads a sum, not a Linear: nothing to fold
+    compose(FuseBatchNorm1dInLinear(), FuseBatchNorm2dInConv2d())(gm)
+    assert counts == {"import": 1, "replay": 0, "recompile": 0}
+    assert gm.code == code
+
+
+def test_consecutive_transformations_reuse_the_engine_graph(gm: GraphModule, counts: dict[str, int]) -> None:
+    expected = gm(X)
+    div, merge = ChangeTrueDivToMulByInverse(), MergeLinears()
+    div(gm)
+    merge(gm)
+    merge(gm, reverse=True)
+    div(gm, reverse=True)
+    assert counts["import"] == 1
+    assert counts["replay"] == counts["recompile"] == 4
+    assert _divisions(gm) == 1 and torch.equal(gm(X), expected)
+
+
+def test_a_users_edit_between_transformations_is_seen(gm: GraphModule, counts: dict[str, int]) -> None:
+    expected = gm(X)
+    div = ChangeTrueDivToMulByInverse()
+    div(gm)
+    assert _divisions(gm) == 0
+    MulToDiv()(gm)  # edits fx nodes: the attached engine graph is stale
+    assert _divisions(gm) == 2
+    div(gm)
+    assert counts["import"] == 2
+    # The user's new division is converted; the one made of div's own multiplication carries
+    # div's mark, so div leaves it (a transformation applies once per node).
+    assert _divisions(gm) == 1
+    torch.testing.assert_close(gm(X), expected)
+
+
+def test_edits_of_arguments_nodes_and_modules_invalidate_the_engine_graph(gm: GraphModule, counts: dict[str, int]) -> None:
+    div = ChangeTrueDivToMulByInverse()
+    div(gm, reverse=True)  # nothing to reverse: imports, changes nothing
+    imports = 1
+    edits = [
+        lambda: _node(gm, "truediv").update_arg(1, 4),  # an argument
+        lambda: _node(gm, "truediv").meta.update(fxopt_transformations=("x",)),  # fxopt metadata
+        lambda: _append_node(gm),  # a node
+        lambda: gm.add_module("extra", nn.Identity()),  # the paths taken
+        lambda: gm.train(),  # a plain attribute of a called module
+        lambda: setattr(gm.q, "weight", nn.Parameter(torch.ones(4, 4))),  # a tensor
+    ]
+    for edit in edits:
+        edit()
+        div(gm, reverse=True)
+        imports += 1
+        assert counts["import"] == imports
+    div(gm, reverse=True)
+    assert counts["import"] == imports  # unchanged since: reused
+
+
+def _append_node(gm: GraphModule) -> None:
+    with gm.graph.inserting_before(_node(gm, "output")):
+        gm.graph.call_function(torch.relu, (_node(gm, "x"),))
+
+
+def _node(gm: GraphModule, name: str) -> torch.fx.Node:
+    return next(n for n in gm.graph.nodes if n.name == name)
+
+
+def test_a_failing_pass_detaches_the_engine_graph() -> None:
+    gm = _gm()
+    t = ChangeTrueDivToMulByInverse()
+    t(gm)
+    node = t.get_transformed_nodes(gm)[0]
+    node.meta["fxopt_reversal"] = ((t.signature, (("target", "_operator.truediv"),)),)
+    with pytest.raises(fxopt._core.PassError):
+        t(gm, reverse=True)
+    assert fxopt.bridge._ATTACHED not in gm.graph.__dict__
+
+
+def test_a_deep_copy_does_not_share_the_engine_graph() -> None:
+    import copy
+
+    gm = _gm()
+    ChangeTrueDivToMulByInverse()(gm)
+    assert fxopt.bridge._ATTACHED in gm.graph.__dict__
+    assert fxopt.bridge._ATTACHED not in copy.deepcopy(gm).graph.__dict__
+
+
+def test_an_attached_session_does_not_keep_its_graph_module_alive() -> None:
+    gm = _gm()
+    MergeLinears()(gm)
+    ref = weakref.ref(gm)
+    del gm
+    gc.collect()
+    assert ref() is None
+
+
+def test_every_edit_kind_has_a_replay_step() -> None:
+    assert set(fxopt.bridge._REPLAY) == set(fxopt._core.EditKind)
+
+
+def test_the_stub_is_what_stubgen_generates(tmp_path: Path) -> None:
+    stub = Path(fxopt.__file__).with_name("_core.pyi")
+    generated = tmp_path / "_core.pyi"
+    subprocess.run(
+        [sys.executable, "-m", "nanobind.stubgen", "-q", "-m", "fxopt._core", "-o", str(generated)],
+        check=True,
+    )
+    assert generated.read_text() == stub.read_text(), (
+        "python/fxopt/_core.pyi is stale: python -m nanobind.stubgen -m fxopt._core -o python/fxopt/_core.pyi"
+    )
