@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rewrite/pass.h"
+#include "ir/trigger.h"
 
 namespace fxopt {
 

@@ -24,7 +24,8 @@
 #include <optional>
 #include <string>
 
-#include "rewrite/pass.h"
+#include "ir/trigger.h"
+#include "rewrite/rewriter.h"
 
 namespace fxopt {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "rewrite/pass.h"
+#include "ir/trigger.h"
 #include "tensor/batch_norm_fold.h"
 
 namespace fxopt {

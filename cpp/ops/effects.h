@@ -20,7 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "rewrite/pass.h"
+#include "ir/trigger.h"
 
 namespace fxopt {
 

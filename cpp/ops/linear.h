@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/trigger.h"
 #include "ops/stored_params.h"
-#include "rewrite/pass.h"
 
 namespace fxopt {
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "rewrite/pass.h"
+#include "ir/trigger.h"
 
 namespace fxopt {
 

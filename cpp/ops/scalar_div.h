@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/trigger.h"
 #include "ops/input_slot.h"
-#include "rewrite/pass.h"
 
 namespace fxopt {
 

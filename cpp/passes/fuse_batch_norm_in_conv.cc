@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ops/conv.h"
-#include "ops/fold_batch_norm.h"
+#include "passes/fold_batch_norm.h"
 
 namespace fxopt {
 namespace {

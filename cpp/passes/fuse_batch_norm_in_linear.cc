@@ -1,7 +1,7 @@
 #include "passes/fuse_batch_norm_in_linear.h"
 
-#include "ops/fold_batch_norm.h"
 #include "ops/linear.h"
+#include "passes/fold_batch_norm.h"
 
 namespace fxopt {
 namespace {

@@ -1,6 +1,6 @@
 #include "passes/fuse_bias_in_linear.h"
 
-#include "ops/linear_rewrite.h"
+#include "passes/linear_rewrite.h"
 
 namespace fxopt {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "ops/activation.h"
 #include "ops/effects.h"
-#include "ops/linear_rewrite.h"
 #include "ops/targets.h"
+#include "passes/linear_rewrite.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "ops/linear_rewrite.h"
+#include "passes/linear_rewrite.h"
 
 namespace fxopt {
 namespace {

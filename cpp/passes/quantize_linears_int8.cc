@@ -4,7 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "ops/linear_rewrite.h"
+#include "passes/linear_rewrite.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {

@@ -26,15 +26,6 @@ void Pass::restore(PassContext&, Node* node, const Record&) const {
   throw PassError(*node, "this transformation is not reversible");
 }
 
-bool matches_trigger(const Program& program, const Node& node,
-                     const std::vector<Trigger>& triggers) {
-  const ModuleInfo* module =
-      node.kind() == NodeKind::CallModule ? program.module(node.target()) : nullptr;
-  Symbol target = module ? module->type : node.target();
-  return std::any_of(triggers.begin(), triggers.end(),
-                     [&](const Trigger& t) { return t.kind == node.kind() && t.target == target; });
-}
-
 namespace {
 
 // The nodes a trigger names; call_module triggers name a module type, so they reach the call

@@ -17,23 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "ir/trigger.h"
 #include "rewrite/edit_log.h"
 #include "rewrite/marks.h"
 #include "rewrite/rewriter.h"
 #include "tensor/tensor_ops.h"
 
 namespace fxopt {
-
-// What a pass fires on: a (kind, target) pair, except that for call_module the target is the
-// module's type (e.g. torch.nn.modules.linear.Linear), since call_module targets are paths.
-struct Trigger {
-  NodeKind kind;
-  Symbol target;
-};
-
-// True if `node` is one of the nodes `triggers` name (for call_module: by its module's type).
-bool matches_trigger(const Program& program, const Node& node,
-                     const std::vector<Trigger>& triggers);
 
 struct Skip {
   std::string node;

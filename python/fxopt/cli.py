@@ -36,6 +36,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from . import hardware, models, presets
 from .dummy_inputs import Inputs, split_inputs
+from .exported import save_pt2, savable
 from .optimization import BuiltinTransformation, Transformation, compose
 from .stats import graph_stats, stats_table
 from .tracing import TRACE_META_KEY, TraceWarning, describe_failure, register_cache_pytrees, trace
@@ -133,7 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"named pass list: {', '.join(presets.PRESETS)} (default: default)",
     )
     optimize.add_argument(
-        "--mode", choices=("auto", "symbolic", "export"), default="auto", help="tracer (default: auto)"
+        "--mode",
+        choices=("auto", "symbolic", "dynamo", "export"),
+        default="auto",
+        help="tracer (default: auto)",
     )
     # None when not given, so a factory that brings its own inputs can say they were ignored.
     optimize.add_argument("--batch", type=_positive, help=f"batch size of the inputs (default: {DEFAULT_BATCH})")
@@ -150,7 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument("--warmup", type=_count, default=3, help="untimed runs before timing (default: 3)")
     optimize.add_argument(
-        "--save", type=Path, help="write the optimized module, loadable with torch.load alone"
+        "--save",
+        type=Path,
+        help="write the optimized model: FILE.pt2 is an ExportedProgram (torch.export.load, torch "
+        "alone); any other name a pickled GraphModule (torch.load; a transformers model's needs "
+        "transformers installed)",
     )
     optimize.add_argument("--json", type=Path, help="write everything shown as JSON")
     optimize.set_defaults(command=cmd_optimize)
@@ -295,7 +303,7 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
         _check_writable(args.save)  # before minutes of tracing and timing, not after
     report: dict[str, Any] = {"model": args.model, "seconds": {}}
     timings = report["seconds"]
-    transformations = _transformations(args)
+    transformations = _transformations(args, console)
     report["passes_requested"] = [t.signature for t in transformations]
 
     with _phase(console, f"loading {args.model}", timings, "load"):
@@ -353,11 +361,9 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[yellow]{escape(NOTHING_CHANGED)}[/]")
     if args.save:
         with _phase(console, f"saving {args.save}", timings, "save"):
-            save(graph_module, args.save)
-        report["saved"] = str(args.save)
-        console.print(
-            escape(f"saved to {args.save}: load it with torch.load({str(args.save)!r}, weights_only=False)")
-        )
+            how = save(graph_module, args.save, inputs)
+        report["saved"] = {"path": str(args.save), "load": how}
+        console.print(escape(f"saved to {args.save}: load it with {how}"))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         console.print(escape(f"report written to {args.json}"))
@@ -390,14 +396,28 @@ def _accuracy_failure(preset: str, accuracy: presets.Accuracy, verdict: VerifyRe
     return f"preset {preset!r} declares {declared} against float32, but: {'; '.join(problems)} (see the verify table)"
 
 
-def _transformations(args: argparse.Namespace) -> list[Transformation]:
-    """The instances to compose: `--passes` if given, else the preset's."""
+def _transformations(args: argparse.Namespace, console: Console) -> list[Transformation]:
+    """The instances to compose: `--passes` if given, else the preset's; for a `.pt2`, only
+    passes whose result torch.export can save."""
     specs = (
         presets.split_specs(args.passes) if args.passes is not None else presets.preset_passes(args.preset)
     )
     if not specs:
         raise CliError("--passes names no pass")
+    if _saves_pt2(args):
+        specs, dropped = savable(specs)
+        if dropped and args.passes is not None:
+            raise CliError(f"--save {args.save}: torch.export.save cannot write the result of {', '.join(dropped)}")
+        if dropped:
+            console.print(
+                f"[yellow]note:[/] {escape(', '.join(dropped))} left out of the preset: "
+                "torch.export.save cannot write its result"
+            )
     return presets.build_all(specs)
+
+
+def _saves_pt2(args: argparse.Namespace) -> bool:
+    return args.save is not None and args.save.suffix == ".pt2"
 
 
 def _load(args: argparse.Namespace, console: Console) -> tuple[models.LoadedModel, Inputs]:
@@ -656,32 +676,48 @@ def measure_latency(
     return {label: Latency.of(values) for label, values in times.items()}
 
 
-def save(graph_module: GraphModule, path: Path) -> None:
-    """Write `graph_module` so that `torch.load(path, weights_only=False)` alone runs it.
+def save(graph_module: GraphModule, path: Path, inputs: Inputs | None = None) -> str:
+    """Write the optimized model to `path`; returns how to load it.
 
-    The file holds a plain `torch.fx.GraphModule`: its generated code and its submodules and
-    tensors (torch's own GraphModule pickling), nothing of fxopt's. A torch.export graph carries
-    two things that cannot be pickled, and are left out of the copy: the `_guards_fn` input
-    check (a call_module node with no users) and the module's input/output hooks. torch re-traces
-    the code when loading, which turns output containers such as transformers' ModelOutput into
-    plain dicts with the same keys.
+    `.pt2`: an ExportedProgram (torch.export on `inputs`, which it needs; batch/sequence dimensions dynamic)
+    that `torch.export.load` runs with torch alone. Otherwise a plain `torch.fx.GraphModule`
+    pickled with `torch.save`: its generated code, submodules and tensors, nothing of fxopt's;
+    loading it imports the modules its code and submodules come from (transformers, for a
+    transformers model). A torch.export graph carries two things that cannot be pickled, and
+    are left out of the copy: the `_guards_fn` input check (a call_module node with no users)
+    and the module's input/output hooks. torch re-traces the code when loading, which turns
+    output containers such as transformers' ModelOutput into plain dicts with the same keys.
     """
+    try:
+        if path.suffix == ".pt2":
+            if inputs is None:
+                raise CliError(f"cannot save {path}: a .pt2 is exported on example inputs; none given")
+            save_pt2(graph_module, *split_inputs(inputs), path)
+            return f"torch.export.load({str(path)!r}).module()"
+        torch.save(_picklable(graph_module), path)
+        return f"torch.load({str(path)!r}, weights_only=False)"
+    except CliError:
+        raise
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # a value in the graph or a module torch cannot save or export
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        raise CliError(
+            f"cannot save the optimized module to {path}: "
+            f"{'torch.export' if path.suffix == '.pt2' else 'torch.save'} failed with "
+            f"{type(exc).__name__}: {first_line}"
+        ) from exc
+
+
+def _picklable(graph_module: GraphModule) -> GraphModule:
+    """A plain GraphModule copy of `graph_module` without export's `_guards_fn` node."""
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(graph_module.graph, {}))
     graph._codegen = copy.copy(graph_module.graph._codegen)
     for node in list(graph.nodes):
         if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
             graph.erase_node(node)
-    try:
-        torch.save(torch.fx.GraphModule(graph_module, graph), path)
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # pickling: a value in the graph or a module torch cannot save
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        raise CliError(
-            f"cannot save the optimized module to {path}: torch.save failed with "
-            f"{type(exc).__name__}: {first_line}"
-        ) from exc
+    return torch.fx.GraphModule(graph_module, graph)
 
 
 def _check_writable(path: Path) -> None:

@@ -52,6 +52,7 @@ from torch import nn
 from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
+from .input_guard import guard_inputs
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -354,7 +355,8 @@ def _trace_dynamo(
     `torch._dynamo.export` returns a GraphModule whose forward takes the inputs by name (or
     position) and rebuilds the model's own output type through pytree specs; its guards are
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
-    in export graphs. `dynamic=False` makes every dimension static.
+    in export graphs; `guard_inputs` checks them again at the top of the graph.
+    `dynamic=False` makes every dimension static.
     """
     inputs = _export_inputs(model, names, example)
     register_cache_pytrees(model)
@@ -368,6 +370,7 @@ def _trace_dynamo(
         if isinstance(traced := node.meta.get("val"), torch.Tensor)
         and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
     }
+    guard_inputs(graph_module, list(inputs))
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="dynamo",
         input_names=list(inputs),

@@ -13,7 +13,10 @@ import transformers
 from torch import nn
 
 import fxopt
-from conftest import build_model, tiny_bert_config, token_inputs
+from conftest import build_model, tiny_bert_config, tiny_gpt2_config, token_inputs
+from fxopt.exported import savable, save_pt2
+from fxopt.optimization import compose
+from fxopt.presets import build_all, preset_passes
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -95,6 +98,43 @@ def test_saved_pt2_runs_where_fxopt_cannot_be_imported(tmp_path: Path) -> None:
     loaded_output = torch.load(tmp_path / "out.pt")
     assert torch.equal(loaded_output, optimized.module()(x))
     torch.testing.assert_close(loaded_output, model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_traced_gpt2_saved_as_pt2_runs_without_transformers(tmp_path: Path) -> None:
+    # What `fxopt optimize --save model.pt2` writes: ModelOutput and DynamicCache come back in
+    # torch's own containers, so loading needs neither fxopt nor transformers.
+    model = build_model(transformers.GPT2Model, tiny_gpt2_config())
+    passes, _ = savable(preset_passes("default"))
+    traced = fxopt.trace(model, example_inputs=token_inputs(2, 8), mode="dynamo")
+    graph_module = compose(*build_all(passes), inplace=False)(traced)
+    assert len(graph_module.graph.nodes) < len(traced.graph.nodes)
+    path = tmp_path / "gpt2.pt2"
+    save_pt2(graph_module, (), token_inputs(2, 8), path)
+    inputs = token_inputs(3, 11)  # other sizes than the traced ones
+    torch.save(inputs, tmp_path / "inputs.pt")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["fxopt"] = None
+        sys.modules["transformers"] = None
+        import torch
+        module = torch.export.load({str(path)!r}).module()
+        output = module(**torch.load({str(tmp_path / "inputs.pt")!r}))
+        torch.save(output, {str(tmp_path / "out.pt")!r})
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = torch.load(tmp_path / "out.pt")
+    with torch.no_grad():
+        expected = model(**inputs)
+    assert type(loaded) is dict and list(loaded) == ["last_hidden_state", "past_key_values"]
+    torch.testing.assert_close(loaded["last_hidden_state"], expected.last_hidden_state, rtol=1e-4, atol=1e-5)
+    cache = expected.past_key_values
+    layers = [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
+    assert len(loaded["past_key_values"]) == len(layers) == 2 * model.config.n_layer
+    for got, want in zip(loaded["past_key_values"], layers):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_program_without_example_inputs_is_refused_clearly() -> None:

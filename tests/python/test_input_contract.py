@@ -7,7 +7,9 @@ inputs; Pegasus traced on a sliced, non-contiguous `decoder_input_ids`.
 
 from __future__ import annotations
 
+import copy
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,3 +125,43 @@ def test_groupvit_graph_takes_the_float_mask_optimum_passes(
     long_mask = inputs | {"attention_mask": torch.ones(2, 32, dtype=torch.long)}
     report = fxopt.verify(groupvit, graph_module, long_mask)
     assert report.ok, str(report)
+
+
+class Branchy(torch.nn.Module):
+    """Takes a branch by the feature size: Dynamo fixes that size in the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2 if x.shape[-1] == 8 else x - 1
+        return self.fc(y)
+
+
+def test_a_dynamo_graph_refuses_a_shape_it_cannot_take_naming_input_got_and_expected() -> None:
+    model = Branchy().eval()
+    graph_module = trace_quietly(model, example_inputs=(torch.randn(3, 8),), mode="dynamo")
+    for batch in (3, 5):  # the batch dimension stays free
+        x = torch.randn(batch, 8)
+        torch.testing.assert_close(graph_module(x), model(x))
+    for bad in (torch.randn(3, 7), torch.randn(8), torch.randn(2, 3, 8)):
+        with pytest.raises(AssertionError) as caught:
+            graph_module(bad)
+        message = str(caught.value)
+        assert "fxopt: input 'x' must have shape [*, 8] (* is any size; traced on float32)" in message
+        assert message.endswith(f"got\", {bad.shape})")
+
+
+def test_input_checks_survive_optimization_copies_and_saving(tmp_path: Path) -> None:
+    model = Branchy().eval()
+    graph_module = trace_quietly(model, example_inputs=(torch.randn(3, 8),), mode="dynamo")
+    optimized = fxopt.optimize(graph_module, preset="all-preserving")
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(optimized(x), model(x))
+    torch.save(copy.deepcopy(optimized), tmp_path / "m.pt")
+    loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+    torch.testing.assert_close(loaded(x), model(x))
+    for module in (optimized, loaded):
+        with pytest.raises(AssertionError, match=r"fxopt: input 'x' must have shape \[\*, 8\]"):
+            module(torch.randn(3, 7))

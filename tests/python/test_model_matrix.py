@@ -1,6 +1,6 @@
 """The model coverage matrix: transformers 5 architectures through trace, core, passes, verify.
 
-One test per architecture of `fxopt.coverage.ARCHITECTURES`, so a failure names the model, the
+One test per architecture of `model_coverage.ARCHITECTURES`, so a failure names the model, the
 stage and (for a pass failure) the pass that breaks it alone. An architecture that does not
 pass stays in the matrix with a documented `ExpectedFailure`, which the test asserts: it must
 fail exactly that way, so fixing the cause makes the test fail until the entry is removed.
@@ -18,8 +18,9 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from fxopt import _core, coverage, optimization
-from fxopt.coverage import (
+import model_coverage as coverage
+from fxopt import _core, optimization
+from model_coverage import (
     ARCHITECTURES,
     Architecture,
     Family,

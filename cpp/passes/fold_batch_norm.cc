@@ -1,4 +1,4 @@
-#include "ops/fold_batch_norm.h"
+#include "passes/fold_batch_norm.h"
 
 #include "ops/input_slot.h"
 #include "rewrite/capture.h"

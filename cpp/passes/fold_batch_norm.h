@@ -17,6 +17,7 @@
 
 #include "ops/batch_norm.h"
 #include "ops/stored_params.h"
+#include "rewrite/pass.h"
 
 namespace fxopt {
 

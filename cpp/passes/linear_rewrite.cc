@@ -1,4 +1,4 @@
-#include "ops/linear_rewrite.h"
+#include "passes/linear_rewrite.h"
 
 #include "ops/input_slot.h"
 #include "ops/targets.h"

@@ -37,13 +37,13 @@ import torch
 from torch import nn
 from torch.fx import GraphModule
 
-from . import _core, optimization
-from .bridge import Bridge
-from .dummy_inputs import Inputs, build_dummy_inputs, default_input_names
-from .models import minilm_dir
-from .optimization import BuiltinTransformation, compose
-from .tracing import TRACE_META_KEY, TraceError, TraceInfo, TraceWarning, describe_failure, trace
-from .verify import VerifyReport, verify
+from fxopt import _core, optimization
+from fxopt.bridge import Bridge
+from fxopt.dummy_inputs import Inputs, build_dummy_inputs, default_input_names
+from fxopt.models import minilm_dir
+from fxopt.optimization import BuiltinTransformation, compose
+from fxopt.tracing import TRACE_META_KEY, TraceError, TraceInfo, TraceWarning, describe_failure, trace
+from fxopt.verify import VerifyReport, verify
 
 Stage = Literal["build", "trace", "traced vs eager", "round-trip", "pipeline", "optimized vs eager"]
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ops/linear.h"
+#include "rewrite/pass.h"
 
 namespace fxopt {
 
