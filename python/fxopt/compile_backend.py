@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
+from .bridge import detach
 from .optimization import compose
 from .presets import PRESETS, build_all, preset_passes
 from .tracing import record_example_values
@@ -64,6 +65,7 @@ def fxopt_backend(
     if inductor:
         specs = [spec for spec in specs if not spec.startswith(_LEFT_TO_INDUCTOR)]
     optimized = compose(*build_all(specs), inplace=True)(graph_module)
+    detach(optimized)  # never transformed again: its engine graph need not stay in memory
     run: Callable[..., Any] = optimized
     if inductor:
         from torch._inductor.compile_fx import compile_fx
