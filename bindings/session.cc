@@ -27,6 +27,8 @@ const char* edit_name(Edit::Kind kind) {
       return "erase_meta";
     case Edit::Kind::EraseNode:
       return "erase";
+    case Edit::Kind::MoveNode:
+      return "move";
     case Edit::Kind::SetModule:
       return "set_module";
     case Edit::Kind::RemoveModule:
@@ -307,6 +309,8 @@ nb::tuple Session::edit(size_t index) {
       return nb::make_tuple(kind, e.node, e.name);
     case Edit::Kind::EraseNode:
       return nb::make_tuple(kind, e.node);
+    case Edit::Kind::MoveNode:
+      return nb::make_tuple(kind, e.node, e.anchor);
     case Edit::Kind::SetModule: {
       nb::dict tensors;
       for (const auto& [name, t] : e.module.tensors) tensors[name.c_str()] = tensor_to_py(t);

@@ -45,6 +45,8 @@ class Graph {
   std::vector<Node*> replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   // Removes a node that has no users left.
   void erase(Node* node);
+  // Moves `node` right before `anchor` (the caller keeps inputs before users).
+  void move_before(Node* node, Node* anchor);
 
   // A name not used yet, derived from `hint` the way fx derives node names.
   std::string unique_name(std::string_view hint);
@@ -53,6 +55,8 @@ class Graph {
   Node* last() const { return tail_; }
   size_t size() const { return size_; }
   Node* find_by_id(uint64_t id) const;
+  // Ids are handed out in increasing order: every node created from now on has an id >= this.
+  uint64_t next_id() const { return next_id_; }
   Node* find_by_name(std::string_view name) const;
   // Live nodes with this kind and target, in graph order.
   std::vector<Node*> find(NodeKind kind, Symbol target) const;
@@ -92,6 +96,7 @@ class Graph {
 
   Node* create(NodeKind kind, Symbol target, std::string name, Args args, Kwargs kwargs);
   void link_before(Node* node, Node* anchor);
+  void unlink(Node* node);
   void renumber();
   void add_uses(Node* node);
   void drop_uses(Node* node);

@@ -314,6 +314,12 @@ class _Replay:
         # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
         self.to_erase.append(self.session.py_node(node_id))
 
+    def _move(self, node_id: int, anchor: int) -> None:
+        node = self.session.py_node(node_id)
+        old_next = node.next  # fx's root sentinel when it is last: prepend works on it too
+        self.session.py_node(anchor).prepend(node)
+        self.undo_steps.append(lambda: old_next.prepend(node))
+
     def _set_module(self, path: str, like: str, type_: str, attributes: dict, tensors: dict) -> None:
         module = _copy_module(self.gm.get_submodule(like), type_)
         # Plain values only (the core has no others): straight into the instance dict, as

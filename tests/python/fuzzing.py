@@ -273,10 +273,8 @@ def _close(ref: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
     return True
 
 
-def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str],
-          check_code: bool = True) -> str | None:  # fmt: skip
-    """None if the composition of `passes` behaves on the model `source`, else what failed.
-    `check_code`: also require reverse to give back the same code (same node order)."""
+def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]) -> str | None:
+    """None if the composition of `passes` behaves on the model `source`, else what failed."""
     try:
         model = build(source, dtype)
         with torch.no_grad():
@@ -303,7 +301,7 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
         return "reverse does not restore the outputs bit for bit"
     if (why := _same_state(state, _state(back))) is not None:
         return "reverse: " + why
-    if check_code and back.code != code:
+    if back.code != code:
         return "reverse does not restore the code:\n" + back.code
     return None
 
@@ -331,34 +329,34 @@ def plan(seed: int) -> tuple[Case, str, list[str]]:
     return case, mode, passes
 
 
-def run_case(seed: int, check_code: Callable[[str], bool] = lambda mode: True) -> Failure | None:
-    """Runs case `seed`; `check_code(mode)` says whether reverse must also restore the code."""
+def run_case(seed: int) -> Failure | None:
+    """Runs case `seed`."""
     case, mode, passes = plan(seed)
     x = case.example_input()
-    reason = check(case.source(), case.dtype, x, mode, passes, check_code(mode))
+    reason = check(case.source(), case.dtype, x, mode, passes)
     if reason is None:
         return None
-    body, passes = _shrink(case, x, mode, passes, reason, check_code(mode))
+    body, passes = _shrink(case, x, mode, passes, reason)
     return Failure(seed, mode, passes, reason, _reproducer(case, body, mode, passes))
 
 
 def _fails(case: Case, x: torch.Tensor, mode: str, body: list[str], passes: list[str],
-           reason: str, check_code: bool) -> bool:  # fmt: skip
-    got = check(case.source(body), case.dtype, x, mode, passes, check_code)
+           reason: str) -> bool:  # fmt: skip
+    got = check(case.source(body), case.dtype, x, mode, passes)
     return got is not None and got.splitlines()[0] == reason.splitlines()[0]
 
 
-def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str], reason: str,
-            check_code: bool) -> tuple[list[str], list[str]]:  # fmt: skip
+def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str],
+            reason: str) -> tuple[list[str], list[str]]:  # fmt: skip
     """Drops statements, then passes, one at a time while the same failure remains."""
     body = list(case.body)
     for i in reversed(range(len(body))):
         trial = body[:i] + body[i + 1 :]
-        if trial and _fails(case, x, mode, trial, passes, reason, check_code):
+        if trial and _fails(case, x, mode, trial, passes, reason):
             body = trial
     for i in reversed(range(len(passes))):
         trial = passes[:i] + passes[i + 1 :]
-        if trial and _fails(case, x, mode, body, trial, reason, check_code):
+        if trial and _fails(case, x, mode, body, trial, reason):
             passes = trial
     return body, passes
 
