@@ -49,6 +49,7 @@ NB_MODULE(_core, m) {
       .def("add_module", &Session::add_module)
       .def("add_attribute", &Session::add_attribute)
       .def("add_taken_paths", &Session::add_taken_paths)
+      .def("reserve_names", &Session::reserve_names)
       .def("set_values", &Session::set_values, nb::arg("values"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))

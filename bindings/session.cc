@@ -266,6 +266,12 @@ void Session::add_taken_paths(nb::handle paths) {
   for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
 }
 
+void Session::reserve_names(nb::handle names) {
+  std::vector<std::string> out;
+  for (nb::handle n : names) out.push_back(nb::cast<std::string>(n));
+  program_.graph.reserve_names(std::move(out));
+}
+
 void Session::set_values(nb::handle values) {
   std::vector<nb::handle> by_origin;
   for (nb::handle v : values) by_origin.push_back(v);

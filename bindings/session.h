@@ -31,6 +31,8 @@ class Session {
                   nb::dict tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
+  // Node names fx never gives (Graph::reserve_names).
+  void reserve_names(nb::handle names);
   // The rank of each imported node's value, by import position; -1 where fx does not know it.
   // Per imported node (by position), (dtype name, sizes with -1 for symbolic ones, device or "")
   // or None.

@@ -171,15 +171,23 @@ void Graph::erase(Node* node) {
 
 std::string Graph::unique_name(std::string_view hint) {
   std::string base = sanitize(hint);
-  if (!by_name_.contains(base) && !name_counters_.contains(base)) {
+  auto taken = [&](const std::string& name) {
+    return by_name_.contains(name) || reserved_names_.contains(name);
+  };
+  if (!taken(base) && !name_counters_.contains(base)) {
     name_counters_[base] = 0;
     return base;
   }
   uint64_t& counter = name_counters_[base];
   std::string candidate;
   do candidate = base + "_" + std::to_string(++counter);
-  while (by_name_.contains(candidate));
+  while (taken(candidate));
   return candidate;
+}
+
+void Graph::reserve_names(std::vector<std::string> names) {
+  reserved_names_.insert(std::make_move_iterator(names.begin()),
+                         std::make_move_iterator(names.end()));
 }
 
 Node* Graph::find_by_id(uint64_t id) const {

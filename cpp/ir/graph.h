@@ -50,6 +50,10 @@ class Graph {
 
   // A name not used yet, derived from `hint` the way fx derives node names.
   std::string unique_name(std::string_view hint);
+  // Names fx never gives a node (Python keywords and builtins, the names its generated code
+  // uses): unique_name avoids them as fx does, so a created node keeps its name in fx and
+  // records naming it stay valid.
+  void reserve_names(std::vector<std::string> names);
 
   Node* first() const { return head_; }
   Node* last() const { return tail_; }
@@ -106,6 +110,7 @@ class Graph {
   std::unordered_map<uint64_t, Node*> by_id_;
   std::unordered_map<std::string, Node*> by_name_;
   std::unordered_map<std::string, uint64_t> name_counters_;
+  std::unordered_set<std::string> reserved_names_;
   // Erased nodes are dropped lazily by find(), so erase stays O(1).
   mutable std::unordered_map<IndexKey, std::vector<Node*>, IndexKeyHash> index_;
   Node* head_ = nullptr;

@@ -1,5 +1,6 @@
 #include "ops/linear.h"
 
+#include <algorithm>
 #include <array>
 
 #include "ops/targets.h"
@@ -158,6 +159,39 @@ bool owns_tensors(const Program& program, const LinearView& view, std::string* w
       return fail(why_not, "tensor '" + stored->target().str() + "' is also read elsewhere");
   }
   return true;
+}
+
+std::optional<std::vector<LinearView>> call_sites(const Program& program, const LinearView& view,
+                                                  std::string* why_not) {
+  const Graph& graph = program.graph;
+  std::vector<Node*> nodes;
+  if (!view.module().empty()) {
+    nodes = graph.find(NodeKind::CallModule, view.node->target());
+  } else {
+    for (Node* stored : {view.weight_node, view.bias_node}) {
+      if (!stored) continue;
+      for (Node* read : graph.find(NodeKind::GetAttr, stored->target()))
+        for (Node* user : read->users())
+          if (std::find(nodes.begin(), nodes.end(), user) == nodes.end()) nodes.push_back(user);
+    }
+    std::sort(nodes.begin(), nodes.end(), [&](Node* a, Node* b) { return graph.before(a, b); });
+  }
+  auto path = [](const Node* read) { return read ? read->target() : Symbol(); };
+  std::vector<LinearView> sites;
+  for (Node* node : nodes) {
+    std::optional<LinearView> site = as_linear(program, *node);
+    bool same =
+        site && (view.module().empty() ? path(site->weight_node) == path(view.weight_node) &&
+                                             path(site->bias_node) == path(view.bias_node)
+                                       : site->module() == view.module());
+    if (!same) {
+      fail(why_not, "tensors of '" + view.node->name() + "' are also read by '" + node->name() +
+                        "', which is not a Linear computing with the same weight and bias");
+      return std::nullopt;
+    }
+    sites.push_back(std::move(*site));
+  }
+  return sites;
 }
 
 }  // namespace fxopt

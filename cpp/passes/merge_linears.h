@@ -44,6 +44,9 @@
 // available to measure the launch savings merging is meant for.
 #pragma once
 
+#include <optional>
+
+#include "ops/tied_tensors.h"
 #include "rewrite/pass.h"
 
 namespace fxopt {
@@ -51,8 +54,12 @@ namespace fxopt {
 class MergeLinears final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
+  void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
   void restore(PassContext& ctx, Node* node, const Record& record) const override;
+
+ private:
+  mutable std::optional<TiedTensors> tied_;  // of the run's program, from begin()
 };
 
 }  // namespace fxopt

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import gc
 import importlib
+import keyword
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -117,6 +119,7 @@ class Bridge:
         self.session = _core.Session(torch.fx.Node, qualname, resolve_target)
         self.fx_nodes = list(gm.graph.nodes)
         self.session.import_graph(self.fx_nodes)
+        self.session.reserve_names(_reserved_names())
         self.session.set_values([_value_info(node) for node in self.fx_nodes])
         self._imported_modules: set[str] = set()
         self._imported_attributes: set[str] = set()
@@ -230,6 +233,15 @@ class Bridge:
         return graph
 
 
+@functools.cache
+def _reserved_names() -> tuple[str, ...]:
+    """Names fx never gives a node it creates (it appends ``_1``): Python keywords and
+    builtins, and the names its generated code uses (``torch``, ``inf``...). The core avoids
+    them too, so a node keeps the name the core gave it, which records may name."""
+    custom = getattr(torch.fx.graph, "_custom_builtins", {})
+    return tuple(sorted({*keyword.kwlist, *vars(builtins), *custom}))
+
+
 def _value_info(node: torch.fx.Node) -> tuple[str, list[int], str] | None:
     """The dtype name, sizes (-1 for a symbolic size) and device ("" when not recorded) of the
     node's tensor value where fx recorded them (export's fake tensor in ``meta["val"]``,
@@ -265,6 +277,7 @@ class _Replay:
         self.tensors = tensors
         self.undo_steps: list[Callable[[], None]] = []
         self.to_erase: list[torch.fx.Node] = []
+        self.parameters: dict[int, torch.nn.Parameter] = {}  # by tensor handle
 
     def apply(self, edit: tuple[Any, ...]) -> None:
         getattr(self, "_" + edit[0])(*edit[1:])
@@ -327,15 +340,31 @@ class _Replay:
         for name, value in attributes.items():
             module.__dict__[name] = tuple(value) if isinstance(value, list) else value
         for name, info in tensors.items():
-            _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
+            _set_tensor(module, name, info, self._stored(info))
         self._edit_slot(path, lambda parent, name: setattr(parent, name, module))
 
     def _remove_module(self, path: str) -> None:
         self._edit_slot(path, delattr)
 
     def _set_attribute(self, path: str, info: Any) -> None:
-        tensor = self.tensors.tensor(info)
+        tensor = self._stored(info)
         self._edit_slot(path, lambda parent, name: _set_tensor(parent, name, info, tensor))
+
+    def _stored(self, info: Any) -> torch.Tensor | None:
+        """What to register for `info`: for a parameter, one Parameter object per tensor handle,
+        so a tensor the core stores at several paths (tied weights) stays one object; a tensor
+        that is such a Parameter already is registered itself."""
+        if info is None:
+            return None
+        tensor = self.tensors.tensor(info)
+        if not info.is_parameter:
+            return tensor
+        param = self.parameters.get(info.handle)
+        if param is None:
+            reusable = isinstance(tensor, torch.nn.Parameter) and tensor.requires_grad == info.requires_grad
+            param = tensor if reusable else torch.nn.Parameter(tensor, info.requires_grad)
+            self.parameters[info.handle] = param
+        return param
 
     def _remove_attribute(self, path: str) -> None:
         self._edit_slot(path, delattr)
@@ -419,11 +448,11 @@ def _fresh_dict(table: dict) -> dict:
 
 
 def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
-    """Registers `tensor` as a parameter or buffer of `module`, as `info` says."""
+    """Registers `tensor` (a Parameter where `info` says parameter) as a parameter or buffer of
+    `module`."""
     for table in (module._parameters, module._buffers, module.__dict__):
         table.pop(name, None)
     if info is None or info.is_parameter:
-        param = None if tensor is None else torch.nn.Parameter(tensor, info.requires_grad)
-        module._parameters[name] = param
+        module._parameters[name] = tensor  # type: ignore[assignment]
     else:
         module._buffers[name] = tensor

@@ -176,8 +176,8 @@ TEST_F(MergeLinearsTest, GroupsOnlyMatchingLinearsAndSaysWhyNot) {
   std::map<std::string, std::string> skipped;
   for (const Skip& s : result.skipped) skipped[s.node] = s.reason;
   EXPECT_NE(skipped["half"].find("no other Linear"), std::string::npos);
-  EXPECT_NE(skipped["shared"].find("called at 2 places"), std::string::npos);
-  EXPECT_NE(skipped["shared_1"].find("called at 2 places"), std::string::npos);
+  EXPECT_NE(skipped["shared"].find("shared by 2 Linears"), std::string::npos);
+  EXPECT_NE(skipped["shared_1"].find("shared by 2 Linears"), std::string::npos);
   EXPECT_NE(skipped["alone"].find("no other Linear"), std::string::npos);
   EXPECT_EQ(skipped.size(), 4u);
 }
