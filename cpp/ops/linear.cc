@@ -164,29 +164,31 @@ bool owns_tensors(const Program& program, const LinearView& view, std::string* w
 std::optional<std::vector<LinearView>> call_sites(const Program& program, const LinearView& view,
                                                   std::string* why_not) {
   const Graph& graph = program.graph;
-  std::vector<Node*> nodes;
+  std::vector<std::pair<Node*, std::string>> nodes;  // each reader, and what it reads
   if (!view.module().empty()) {
-    nodes = graph.find(NodeKind::CallModule, view.node->target());
+    for (Node* call : graph.find(NodeKind::CallModule, view.node->target()))
+      nodes.emplace_back(call, "module '" + view.module() + "'");
   } else {
     for (Node* stored : {view.weight_node, view.bias_node}) {
       if (!stored) continue;
       for (Node* read : graph.find(NodeKind::GetAttr, stored->target()))
         for (Node* user : read->users())
-          if (std::find(nodes.begin(), nodes.end(), user) == nodes.end()) nodes.push_back(user);
+          if (std::ranges::find(nodes, user, &std::pair<Node*, std::string>::first) == nodes.end())
+            nodes.emplace_back(user, "tensor '" + stored->target().str() + "'");
     }
-    std::sort(nodes.begin(), nodes.end(), [&](Node* a, Node* b) { return graph.before(a, b); });
+    std::ranges::sort(nodes,
+                      [&](const auto& a, const auto& b) { return graph.before(a.first, b.first); });
   }
   auto path = [](const Node* read) { return read ? read->target() : Symbol(); };
   std::vector<LinearView> sites;
-  for (Node* node : nodes) {
+  for (const auto& [node, what] : nodes) {
     std::optional<LinearView> site = as_linear(program, *node);
     bool same =
         site && (view.module().empty() ? path(site->weight_node) == path(view.weight_node) &&
                                              path(site->bias_node) == path(view.bias_node)
                                        : site->module() == view.module());
     if (!same) {
-      fail(why_not, "tensors of '" + view.node->name() + "' are also read by '" + node->name() +
-                        "', which is not a Linear computing with the same weight and bias");
+      fail(why_not, what + " is also read elsewhere");
       return std::nullopt;
     }
     sites.push_back(std::move(*site));
