@@ -106,3 +106,24 @@ def test_reverse_puts_erased_nodes_back_in_place(mode: str) -> None:
     assert len(t.get_transformed_nodes(fused)) == 2 and fused.graph.find_nodes(op="output")
     assert all(n.op != "output" for n in t.get_transformed_nodes(fused))  # bookkeeping only
     _round_trip(_LinearThenActivation().eval(), mode, FuseLinearActivationOneDnn())
+
+
+class _SharedLinearThenNorm(torch.nn.Module):
+    """One Linear called twice; only the first call feeds a BatchNorm (fuzz seed 610)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4, bias=False)
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.bn.running_mean.uniform_(-1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(x)) + self.fc(torch.relu(x))
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_fold_into_a_shared_weight_reads_it_again_on_reverse(mode: str) -> None:
+    # Exported, both calls read one get_attr of fc.weight; the fold gives the first call a read
+    # of its own, and reverse must read the shared one again, not add a second read.
+    torch.manual_seed(0)
+    _round_trip(_SharedLinearThenNorm().eval(), mode, FuseBatchNorm1dInLinear())
