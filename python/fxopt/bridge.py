@@ -359,12 +359,12 @@ class _Replay:
         tensor = self.tensors.tensor(info)
         if not info.is_parameter:
             return tensor
-        param = self.parameters.get(info.handle)
-        if param is None:
-            reusable = isinstance(tensor, torch.nn.Parameter) and tensor.requires_grad == info.requires_grad
-            param = tensor if reusable else torch.nn.Parameter(tensor, info.requires_grad)
-            self.parameters[info.handle] = param
-        return param
+        if info.handle not in self.parameters:
+            if isinstance(tensor, torch.nn.Parameter) and tensor.requires_grad == info.requires_grad:
+                self.parameters[info.handle] = tensor
+            else:
+                self.parameters[info.handle] = torch.nn.Parameter(tensor, info.requires_grad)
+        return self.parameters[info.handle]
 
     def _remove_attribute(self, path: str) -> None:
         self._edit_slot(path, delattr)
