@@ -43,6 +43,7 @@ void EditView::bind(nb::module_& m) {
       .value("SetMeta", Edit::Kind::SetMeta, "node, key, value")
       .value("EraseMeta", Edit::Kind::EraseMeta, "node, key")
       .value("EraseNode", Edit::Kind::EraseNode, "node")
+      .value("MoveNode", Edit::Kind::MoveNode, "node, anchor")
       .value("SetModule", Edit::Kind::SetModule, "path, like, module_type, attributes, tensors")
       .value("RemoveModule", Edit::Kind::RemoveModule, "path")
       .value("SetAttribute", Edit::Kind::SetAttribute, "path, tensor")
@@ -54,7 +55,7 @@ void EditView::bind(nb::module_& m) {
           "node", [](const EditView& e) { return e.edit().node; }, "the edited node's id")
       .def_prop_ro(
           "anchor", [](const EditView& e) { return e.edit().anchor; },
-          "id of the node a created node goes before")
+          "id of the node a created or moved node goes before")
       .def_prop_ro("op", &EditView::op)
       .def_prop_ro(
           "target", &EditView::target,

@@ -80,6 +80,7 @@ NB_MODULE(_core, m) {
            nb::arg("attributes"), nb::arg("tensors"))
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
       .def("add_taken_paths", &Session::add_taken_paths, nb::arg("paths"))
+      .def("reserve_names", &Session::reserve_names, nb::arg("names"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))
       .def("edit_count", &Session::edit_count)

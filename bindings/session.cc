@@ -363,6 +363,12 @@ void Session::add_taken_paths(nb::handle paths) {
   for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
 }
 
+void Session::reserve_names(nb::handle names) {
+  std::vector<std::string> out;
+  for (nb::handle n : names) out.push_back(nb::cast<std::string>(n));
+  program_.graph.reserve_names(std::move(out));
+}
+
 PassResult Session::run(const std::string& pass_name, nb::dict options,
                         const std::string& signature, bool reverse, nb::object tensor_ops) {
   const PassInfo* info = find_pass(pass_name);

@@ -46,6 +46,8 @@ class Session {
                   nb::dict tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
+  // Node names fx never gives (Graph::reserve_names).
+  void reserve_names(nb::handle names);
 
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
                  bool reverse, nb::object tensor_ops);

@@ -80,6 +80,18 @@ void Graph::link_before(Node* node, Node* anchor) {
     node->position_ = low + (anchor->position_ - low) / 2;
 }
 
+void Graph::unlink(Node* node) {
+  (node->prev_ ? node->prev_->next_ : head_) = node->next_;
+  (node->next_ ? node->next_->prev_ : tail_) = node->prev_;
+  node->prev_ = node->next_ = nullptr;
+}
+
+void Graph::move_before(Node* node, Node* anchor) {
+  if (node == anchor || node->next_ == anchor) return;
+  unlink(node);
+  link_before(node, anchor);
+}
+
 void Graph::renumber() {
   uint64_t position = 0;
   for (Node* n = head_; n; n = n->next_) n->position_ = (position += kPositionGap);
@@ -151,9 +163,7 @@ void Graph::erase(Node* node) {
     throw std::invalid_argument("cannot erase " + node->name_ + ": still used by " +
                                 node->users_.front()->name_);
   drop_uses(node);
-  (node->prev_ ? node->prev_->next_ : head_) = node->next_;
-  (node->next_ ? node->next_->prev_ : tail_) = node->prev_;
-  node->prev_ = node->next_ = nullptr;
+  unlink(node);
   node->erased_ = true;
   by_name_.erase(node->name_);
   --size_;
@@ -161,15 +171,23 @@ void Graph::erase(Node* node) {
 
 std::string Graph::unique_name(std::string_view hint) {
   std::string base = sanitize(hint);
-  if (!by_name_.contains(base) && !name_counters_.contains(base)) {
+  auto taken = [&](const std::string& name) {
+    return by_name_.contains(name) || reserved_names_.contains(name);
+  };
+  if (!taken(base) && !name_counters_.contains(base)) {
     name_counters_[base] = 0;
     return base;
   }
   uint64_t& counter = name_counters_[base];
   std::string candidate;
   do candidate = base + "_" + std::to_string(++counter);
-  while (by_name_.contains(candidate));
+  while (taken(candidate));
   return candidate;
+}
+
+void Graph::reserve_names(std::vector<std::string> names) {
+  reserved_names_.insert(std::make_move_iterator(names.begin()),
+                         std::make_move_iterator(names.end()));
 }
 
 Node* Graph::find_by_id(uint64_t id) const {

@@ -45,14 +45,22 @@ class Graph {
   std::vector<Node*> replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   // Removes a node that has no users left.
   void erase(Node* node);
+  // Moves `node` right before `anchor` (the caller keeps inputs before users).
+  void move_before(Node* node, Node* anchor);
 
   // A name not used yet, derived from `hint` the way fx derives node names.
   std::string unique_name(std::string_view hint);
+  // Names fx never gives a node (Python keywords and builtins, the names its generated code
+  // uses): unique_name avoids them as fx does, so a created node keeps its name in fx and
+  // records naming it stay valid.
+  void reserve_names(std::vector<std::string> names);
 
   Node* first() const { return head_; }
   Node* last() const { return tail_; }
   size_t size() const { return size_; }
   Node* find_by_id(uint64_t id) const;
+  // Ids are handed out in increasing order: every node created from now on has an id >= this.
+  uint64_t next_id() const { return next_id_; }
   Node* find_by_name(std::string_view name) const;
   // Live nodes with this kind and target, in graph order.
   std::vector<Node*> find(NodeKind kind, Symbol target) const;
@@ -92,6 +100,7 @@ class Graph {
 
   Node* create(NodeKind kind, Symbol target, std::string name, Args args, Kwargs kwargs);
   void link_before(Node* node, Node* anchor);
+  void unlink(Node* node);
   void renumber();
   void add_uses(Node* node);
   void drop_uses(Node* node);
@@ -101,6 +110,7 @@ class Graph {
   std::unordered_map<uint64_t, Node*> by_id_;
   std::unordered_map<std::string, Node*> by_name_;
   std::unordered_map<std::string, uint64_t> name_counters_;
+  std::unordered_set<std::string> reserved_names_;
   // Erased nodes are dropped lazily by find(), so erase stays O(1).
   mutable std::unordered_map<IndexKey, std::vector<Node*>, IndexKeyHash> index_;
   Node* head_ = nullptr;

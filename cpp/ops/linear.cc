@@ -1,5 +1,6 @@
 #include "ops/linear.h"
 
+#include <algorithm>
 #include <array>
 
 #include "ops/targets.h"
@@ -158,6 +159,41 @@ bool owns_tensors(const Program& program, const LinearView& view, std::string* w
       return fail(why_not, "tensor '" + stored->target().str() + "' is also read elsewhere");
   }
   return true;
+}
+
+std::optional<std::vector<LinearView>> call_sites(const Program& program, const LinearView& view,
+                                                  std::string* why_not) {
+  const Graph& graph = program.graph;
+  std::vector<std::pair<Node*, std::string>> nodes;  // each reader, and what it reads
+  if (!view.module().empty()) {
+    for (Node* call : graph.find(NodeKind::CallModule, view.node->target()))
+      nodes.emplace_back(call, "module '" + view.module() + "'");
+  } else {
+    for (Node* stored : {view.weight_node, view.bias_node}) {
+      if (!stored) continue;
+      for (Node* read : graph.find(NodeKind::GetAttr, stored->target()))
+        for (Node* user : read->users())
+          if (std::ranges::find(nodes, user, &std::pair<Node*, std::string>::first) == nodes.end())
+            nodes.emplace_back(user, "tensor '" + stored->target().str() + "'");
+    }
+    std::ranges::sort(nodes,
+                      [&](const auto& a, const auto& b) { return graph.before(a.first, b.first); });
+  }
+  auto path = [](const Node* read) { return read ? read->target() : Symbol(); };
+  std::vector<LinearView> sites;
+  for (const auto& [node, what] : nodes) {
+    std::optional<LinearView> site = as_linear(program, *node);
+    bool same =
+        site && (view.module().empty() ? path(site->weight_node) == path(view.weight_node) &&
+                                             path(site->bias_node) == path(view.bias_node)
+                                       : site->module() == view.module());
+    if (!same) {
+      fail(why_not, what + " is also read elsewhere");
+      return std::nullopt;
+    }
+    sites.push_back(std::move(*site));
+  }
+  return sites;
 }
 
 }  // namespace fxopt

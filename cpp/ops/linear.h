@@ -70,5 +70,10 @@ bool same_kind(const LinearView& a, const LinearView& b);
 // True if the Linear's module or tensors are read by this node only, so a pass may replace or
 // remove them; otherwise `why_not` names the sharing.
 bool owns_tensors(const Program& program, const LinearView& view, std::string* why_not);
+// Every Linear that computes with `view`'s module or stored tensors, `view` included, in graph
+// order: the calls of its module, or the Linears whose weight and bias are read from the same
+// paths. nullopt, with `why_not`, if anything else reads them.
+std::optional<std::vector<LinearView>> call_sites(const Program& program, const LinearView& view,
+                                                  std::string* why_not);
 
 }  // namespace fxopt

@@ -103,9 +103,11 @@ void restore_operand(Rewriter& rewriter, Node* node, const std::vector<Arg>& ent
     if (!path_exists(rewriter.program(), path))
       throw PassError(*node,
                       "the original " + name + " '" + path + "' is gone from the GraphModule");
-    // The original read's name, so reverse rebuilds the traced graph's code exactly.
+    // The original read's name, so reverse rebuilds the traced graph's code exactly. A read
+    // still there (the tensor is shared with another op) is read again; one forward erased
+    // comes back before the op, and the driver moves it to where it stood (rewrite/placement.h).
     std::string name_hint = entry[5].is<std::string>() ? entry[5].as<std::string>() : path;
-    original = Arg(rewriter.read_attribute(read, path, name_hint));
+    original = Arg(rewriter.read_attribute(node, path, name_hint));
   }
   auto [args, kwargs] = with_operand(*node, index, name, std::move(original));
   rewriter.set_inputs(node, std::move(args), std::move(kwargs));

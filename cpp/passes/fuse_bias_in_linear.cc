@@ -19,6 +19,8 @@ Node* ones_column(PassContext& ctx, const LinearView& view) {
 
 std::vector<Trigger> FuseBiasInLinear::triggers() const { return linear_triggers(); }
 
+void FuseBiasInLinear::begin(const Program& program) const { tied_.emplace(program); }
+
 void FuseBiasInLinear::rewrite(PassContext& ctx, Node* node) const {
   std::string why_not;
   std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node, &why_not);
@@ -33,7 +35,7 @@ void FuseBiasInLinear::rewrite(PassContext& ctx, Node* node) const {
   TensorInfo column = ops.reshape(view->bias, {view->out_features, 1});
   TensorInfo weight = stored_like(ops.cat({view->weight, column}, 1), view->weight);
   Record record;
-  describe(*view, record);
+  describe(*view, *tied_, record);
   Node* extended = ones_column(ctx, *view);
   replace_tensors(ctx.rewriter, *view, weight, TensorInfo{});
   set_linear_input(ctx.rewriter, *view, extended);

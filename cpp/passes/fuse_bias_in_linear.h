@@ -24,6 +24,9 @@
 // column is erased with its last reader. Reverse is exact.
 #pragma once
 
+#include <optional>
+
+#include "ops/tied_tensors.h"
 #include "rewrite/pass.h"
 
 namespace fxopt {
@@ -31,8 +34,12 @@ namespace fxopt {
 class FuseBiasInLinear final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
+  void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
   void restore(PassContext& ctx, Node* node, const Record& record) const override;
+
+ private:
+  mutable std::optional<TiedTensors> tied_;  // of the run's program, from begin()
 };
 
 }  // namespace fxopt

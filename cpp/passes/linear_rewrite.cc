@@ -29,9 +29,12 @@ ModuleInfo module_with(const Program& program, const std::string& path, const Te
   return module;
 }
 
+// Erases the read once nothing uses it, and the attribute once nothing reads it (a tensor
+// shared by several Linears goes with the last of them).
 void drop_stored(Rewriter& rewriter, Node* stored) {
   rewriter.erase_if_unused_read(stored);
-  if (rewriter.graph().find(NodeKind::GetAttr, stored->target()).empty())
+  if (rewriter.program().attributes.contains(stored->target().str()) &&
+      rewriter.graph().find(NodeKind::GetAttr, stored->target()).empty())
     rewriter.remove_attribute(stored->target().str());
 }
 
@@ -63,25 +66,35 @@ Node* restore_stored(Rewriter& rewriter, Node* user, const Arg& recorded,
 
 }  // namespace
 
-Node* create_linear(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* input,
-                    const std::string& name, const TensorInfo& weight, const TensorInfo& bias) {
+StoredLinear store_linear(Rewriter& rewriter, const LinearView& like, const std::string& name,
+                          const TensorInfo& weight, const TensorInfo& bias) {
   std::string base = join(like.scope(), name);
+  StoredLinear stored;
   if (!like.module().empty()) {
-    std::string path = rewriter.unique_path(base);
-    rewriter.set_module(path, like.module(),
+    stored.module = rewriter.unique_path(base);
+    rewriter.set_module(stored.module, like.module(),
                         module_with(rewriter.program(), like.module(), weight, bias));
-    return rewriter.insert_before(anchor, NodeKind::CallModule, Symbol::intern(path), path,
-                                  {input});
+    return stored;
   }
-  auto stored = [&](const std::string& suffix, const TensorInfo& tensor) -> Arg {
+  auto store = [&](const std::string& suffix, const TensorInfo& tensor) {
     std::string path = rewriter.unique_path(base + suffix);
     rewriter.set_attribute(path, tensor);
-    return rewriter.insert_before(anchor, NodeKind::GetAttr, Symbol::intern(path), path, {});
+    return path;
   };
-  Args args = {input, stored("_weight", weight)};
-  if (bias.present()) args.push_back(stored("_bias", bias));
-  return rewriter.insert_before(anchor, NodeKind::CallFunction, like.node->target(), base,
-                                std::move(args));
+  stored.weight = store("_weight", weight);
+  if (bias.present()) stored.bias = store("_bias", bias);
+  return stored;
+}
+
+Node* call_linear(Rewriter& rewriter, const LinearView& like, const StoredLinear& stored,
+                  Node* anchor, Node* input, const std::string& name) {
+  if (!stored.module.empty())
+    return rewriter.insert_before(anchor, NodeKind::CallModule, Symbol::intern(stored.module),
+                                  stored.module, {input});
+  Args args = {input, rewriter.read_attribute(anchor, stored.weight)};
+  if (!stored.bias.empty()) args.push_back(rewriter.read_attribute(anchor, stored.bias));
+  return rewriter.insert_before(anchor, NodeKind::CallFunction, like.node->target(),
+                                join(like.scope(), name), std::move(args));
 }
 
 void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInfo& weight,
@@ -103,7 +116,13 @@ void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInf
 }
 
 void remove_tensors(Rewriter& rewriter, const LinearView& view) {
-  if (!view.module().empty()) return rewriter.remove_module(view.module());
+  if (!view.module().empty()) {
+    Symbol path = Symbol::intern(view.module());
+    if (rewriter.program().module(path) &&
+        rewriter.graph().find(NodeKind::CallModule, path).empty())
+      rewriter.remove_module(view.module());
+    return;
+  }
   for (Node* stored : {view.weight_node, view.bias_node})
     if (stored) drop_stored(rewriter, stored);
 }
@@ -155,7 +174,42 @@ Node* ones_column_source(const LinearView& like, const Node& node) {
   return ones ? node.args()[0].node() : nullptr;
 }
 
-void describe(const LinearView& view, Record& record) {
+namespace {
+
+// Where the Linear's tensor `name` is stored: "<module>.<name>", or its get_attr's path.
+std::string tensor_path(const LinearView& view, Node* read, std::string_view name) {
+  return view.module().empty() ? read->target().str() : view.module() + "." + std::string(name);
+}
+
+// The other paths that held the Linear's tensor `name` (read through `read` in the get_attr
+// form), if it has one.
+Tuple tie_paths(const TiedTensors& tied, const LinearView& view, const TensorInfo& tensor,
+                Node* read, std::string_view name) {
+  Tuple out;
+  if (!tensor.present()) return out;
+  for (std::string& p : tied.others(tensor, tensor_path(view, read, name)))
+    out.items.emplace_back(std::move(p));
+  return out;
+}
+
+// The tied paths recorded for tensor `index` (0 weight, 1 bias); none in older records.
+std::vector<std::string> recorded_ties(const Node& node, const Record& record, size_t index) {
+  const Arg* ties = record.get("linear.ties");
+  if (!ties) return {};
+  const std::vector<Arg>* both = ties->sequence();
+  const std::vector<Arg>* paths = both && both->size() == 2 ? (*both)[index].sequence() : nullptr;
+  if (!paths) throw PassError(node, "malformed Linear record: " + to_string(*ties));
+  std::vector<std::string> out;
+  for (const Arg& p : *paths) {
+    if (!p.is<std::string>()) throw PassError(node, "malformed Linear record: " + to_string(*ties));
+    out.push_back(p.as<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+void describe(const LinearView& view, const TiedTensors& tied, Record& record) {
   Tuple args;
   for (const Arg& a : view.node->args()) args.items.push_back(blank(a));
   Dict kwargs;
@@ -166,13 +220,16 @@ void describe(const LinearView& view, Record& record) {
       .set("linear.kwargs", std::move(kwargs))
       .set("linear.weight", stored_at(view.weight_node))
       .set("linear.bias", stored_at(view.bias_node))
-      .set("linear.has_bias", view.has_bias());
+      .set("linear.has_bias", view.has_bias())
+      .set("linear.ties", Tuple{{tie_paths(tied, view, view.weight, view.weight_node, "weight"),
+                                 tie_paths(tied, view, view.bias, view.bias_node, "bias")}});
 }
 
 bool recorded_bias(const Record& record) { return record.at("linear.has_bias") == Arg(true); }
 
 void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
-                    const TensorInfo& weight, const TensorInfo& bias, const LinearView& like) {
+                    const TensorInfo& computed_weight, const TensorInfo& computed_bias,
+                    const LinearView& like) {
   const Arg& kind_name = record.at("linear.kind");
   const Arg& target = record.at("linear.target");
   const Arg& recorded_args = record.at("linear.args");
@@ -185,6 +242,11 @@ void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* 
   if (*kind != like.dialect->kind)
     throw PassError(*node,
                     "its Linear record does not match the dialect of '" + like.node->name() + "'");
+  const Program& program = rewriter.program();
+  TensorInfo weight = tied_tensor(program, recorded_ties(*node, record, 0), computed_weight);
+  TensorInfo bias = computed_bias.present()
+                        ? tied_tensor(program, recorded_ties(*node, record, 1), computed_bias)
+                        : computed_bias;
 
   Args args = *recorded_args.sequence();
   Kwargs kwargs = recorded_kwargs.as<Dict>();

@@ -15,21 +15,30 @@
 #include <string>
 
 #include "ops/linear.h"
+#include "ops/tied_tensors.h"
 #include "rewrite/pass.h"
 
 namespace fxopt {
 
-// A new Linear in `like`'s dialect, before `anchor`, reading `input`: a copy of like's module
-// or new get_attr nodes, at unique paths in like's scope named after `name`. An absent `bias`
-// builds one without a bias.
-Node* create_linear(Rewriter& rewriter, const LinearView& like, Node* anchor, Node* input,
-                    const std::string& name, const TensorInfo& weight, const TensorInfo& bias);
+// Where new Linears' tensors are stored: a module, or attributes.
+struct StoredLinear {
+  std::string module;        // module form: the module's path
+  std::string weight, bias;  // get_attr form: attribute paths (bias empty: none)
+};
+// Stores `weight` / `bias` (absent: no bias) for new Linears in `like`'s dialect, at unique
+// paths in like's scope named after `name`: a copy of like's module, or new attributes.
+StoredLinear store_linear(Rewriter& rewriter, const LinearView& like, const std::string& name,
+                          const TensorInfo& weight, const TensorInfo& bias);
+// A call of the stored Linear before `anchor`, reading `input`, named after `name`; several
+// calls share the get_attr reads that come before them.
+Node* call_linear(Rewriter& rewriter, const LinearView& like, const StoredLinear& stored,
+                  Node* anchor, Node* input, const std::string& name);
 // Replaces the Linear's tensors at their own paths (in_features follows the weight); an absent
 // `bias` drops the bias operand and attribute. Requires owns_tensors.
 void replace_tensors(Rewriter& rewriter, const LinearView& view, const TensorInfo& weight,
                      const TensorInfo& bias);
-// Removes the Linear's module or attributes (and get_attr nodes) once its node reads them no
-// more. Requires owns_tensors.
+// Removes the Linear's module or attributes (and get_attr nodes) once no node reads them any
+// more (call sites sharing them: the last one's call removes them).
 void remove_tensors(Rewriter& rewriter, const LinearView& view);
 // The Linear's tensor `name` ("weight", "bias") as an operand for a node before `anchor`: the
 // get_attr node it was read through, else a new read of the module's tensor; None if absent.
@@ -50,14 +59,16 @@ Node* create_ones_column(Rewriter& rewriter, const LinearView& like, Node* ancho
 // x if `node` is a ones column of x in `like`'s dialect, else nullptr.
 Node* ones_column_source(const LinearView& like, const Node& node);
 
-// Writes how the Linear is spelled into `record` (keys "linear.*").
-void describe(const LinearView& view, Record& record);
+// Writes how the Linear is spelled into `record` (keys "linear.*"), and where else its tensors
+// were stored (ops/tied_tensors.h).
+void describe(const LinearView& view, const TiedTensors& tied, Record& record);
 // True if the described Linear had a bias.
 bool recorded_bias(const Record& record);
 // Makes `node` the Linear `record` describes, reading `input`, with `weight` / `bias` (absent:
 // None) stored at the recorded paths and read through the recorded get_attr nodes (reused when
 // still there, else recreated under their names). A recorded module comes back as a copy of
-// `like`'s module (same type: both passes only ever pair a Linear with one of its kind).
+// `like`'s module (same type: both passes only ever pair a Linear with one of its kind). A
+// tensor that was tied to another path takes the tensor stored there, if it can stand in.
 void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
                     const TensorInfo& weight, const TensorInfo& bias, const LinearView& like);
 

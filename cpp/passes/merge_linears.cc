@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_set>
 
 #include "passes/linear_rewrite.h"
 
@@ -15,21 +16,77 @@ auto group_key(const LinearView& v) {
                     bias.requires_grad, bias.is_parameter);
 }
 
-// `lead` and the other Linears reading its input that can merge with it, in graph order.
-std::vector<LinearView> group_of(PassContext& ctx, const LinearView& lead) {
+// The Linears reading `lead`'s input that may join its group (`lead` first, then graph order).
+std::vector<LinearView> readers_like(const PassContext& ctx, const LinearView& lead) {
   const Program& program = ctx.rewriter.program();
-  std::vector<LinearView> group = {lead};
+  std::vector<LinearView> readers;
   for (Node* user : lead.input->users()) {
     if (user == lead.node || is_marked(*user, ctx.signature)) continue;
     std::optional<LinearView> view = as_linear(program, *user);
     if (view && view->input == lead.input && same_kind(lead, *view) &&
-        group_key(*view) == group_key(lead) && owns_tensors(program, *view, nullptr))
-      group.push_back(*view);
+        group_key(*view) == group_key(lead))
+      readers.push_back(*view);
   }
-  std::sort(group.begin(), group.end(), [&](const LinearView& a, const LinearView& b) {
+  std::sort(readers.begin(), readers.end(), [&](const LinearView& a, const LinearView& b) {
     return program.graph.before(a.node, b.node);
   });
-  return group;
+  return readers;
+}
+
+// The call site among `sites` that reads `input` and is neither merged nor `taken` yet.
+const LinearView* site_reading(const PassContext& ctx, const std::vector<LinearView>& sites,
+                               const Node* input, const std::unordered_set<const Node*>& taken) {
+  for (const LinearView& site : sites)
+    if (site.input == input && !taken.contains(site.node) && !is_marked(*site.node, ctx.signature))
+      return &site;
+  return nullptr;
+}
+
+// The groups to merge, one per call site of the lead's tensors: groups[j][i] is member i at the
+// lead's j-th site. A Linear that owns its tensors has one site. Tensors shared by several
+// sites (ALBERT: one layer's weights serve every layer) merge only with members whose every
+// site reads the input of one of the lead's sites, so one merged weight serves all of them and
+// no site is left reading a tensor the merge removes. Members keep one order at every site.
+std::vector<std::vector<LinearView>> merge_groups(PassContext& ctx, const LinearView& lead,
+                                                  std::string* why_not) {
+  const Program& program = ctx.rewriter.program();
+  std::optional<std::vector<LinearView>> lead_sites = call_sites(program, lead, why_not);
+  if (!lead_sites) return {};
+  std::vector<std::vector<LinearView>> groups;
+  std::unordered_set<const Node*> taken;  // every site in a group: each joins one group once
+  for (const LinearView& site : *lead_sites) {
+    if (is_marked(*site.node, ctx.signature)) {
+      *why_not = "it shares its tensors with '" + site.node->name() + "', which is merged already";
+      return {};
+    }
+    groups.push_back({site});
+    taken.insert(site.node);
+  }
+  for (const LinearView& reader : readers_like(ctx, lead)) {
+    if (taken.contains(reader.node)) continue;
+    std::optional<std::vector<LinearView>> sites = call_sites(program, reader, nullptr);
+    if (!sites || sites->size() != lead_sites->size()) continue;
+    std::unordered_set<const Node*> joined = taken;
+    std::vector<const LinearView*> aligned;
+    for (const LinearView& lead_site : *lead_sites) {
+      const LinearView* site = site_reading(ctx, *sites, lead_site.input, joined);
+      if (!site) break;
+      aligned.push_back(site);
+      joined.insert(site->node);
+    }
+    if (aligned.size() != groups.size()) continue;
+    for (size_t j = 0; j < groups.size(); ++j) groups[j].push_back(*aligned[j]);
+    taken = std::move(joined);
+  }
+  if (groups.front().size() < 2) {
+    *why_not = lead_sites->size() == 1
+                   ? "no other Linear with the same dtype, device and requires_grad reads its input"
+                   : "its tensors are shared by " + std::to_string(lead_sites->size()) +
+                         " Linears, and no other Linear's tensors are read at every one of "
+                         "their inputs";
+    return {};
+  }
+  return groups;
 }
 
 // The members' weights stacked, and their biases (zeros where absent) if any member has one.
@@ -63,34 +120,38 @@ int64_t record_int(const Node& node, const Record& record, std::string_view key)
 
 std::vector<Trigger> MergeLinears::triggers() const { return linear_triggers(); }
 
+void MergeLinears::begin(const Program& program) const { tied_.emplace(program); }
+
 void MergeLinears::rewrite(PassContext& ctx, Node* node) const {
   std::string why_not;
   std::optional<LinearView> lead = as_linear(ctx.rewriter.program(), *node, &why_not);
   if (!lead) return ctx.skip(*node, why_not);
-  if (!owns_tensors(ctx.rewriter.program(), *lead, &why_not)) return ctx.skip(*node, why_not);
-  std::vector<LinearView> group = group_of(ctx, *lead);
-  if (group.size() < 2)
-    return ctx.skip(*node,
-                    "no other Linear with the same dtype, device and requires_grad "
-                    "reads its input");
+  std::vector<std::vector<LinearView>> groups = merge_groups(ctx, *lead, &why_not);
+  if (groups.empty()) return ctx.skip(*node, why_not);
 
-  auto [weight, bias] = merged_tensors(ctx.tensors, group);
-  const LinearView& first = group.front();
-  Node* merged =
-      create_linear(ctx.rewriter, first, first.node, first.input, merged_name(group), weight, bias);
-  ctx.changed(merged);
-  int64_t start = 0;
-  for (const LinearView& member : group) {
-    int64_t end = start + member.out_features;
-    Record record;
-    describe(member, record);
-    record.set("start", start).set("end", end);
-    make_slice(ctx.rewriter, first, member.node, merged, start, end);
-    remove_tensors(ctx.rewriter, member);
-    set_reversal_record(ctx.rewriter, member.node, ctx.signature, record);
-    ctx.changed(member.node);
-    start = end;
+  const std::vector<LinearView>& members = groups.front();
+  auto [weight, bias] = merged_tensors(ctx.tensors, members);
+  std::string name = merged_name(members);
+  StoredLinear stored = store_linear(ctx.rewriter, members.front(), name, weight, bias);
+  for (const std::vector<LinearView>& group : groups) {
+    const LinearView& first = group.front();
+    Node* merged = call_linear(ctx.rewriter, first, stored, first.node, first.input, name);
+    ctx.changed(merged);
+    int64_t start = 0;
+    for (const LinearView& member : group) {
+      int64_t end = start + member.out_features;
+      Record record;
+      describe(member, *tied_, record);
+      record.set("start", start).set("end", end);
+      make_slice(ctx.rewriter, first, member.node, merged, start, end);
+      set_reversal_record(ctx.rewriter, member.node, ctx.signature, record);
+      ctx.changed(member.node);
+      start = end;
+    }
   }
+  // Once no site reads them any more.
+  for (const std::vector<LinearView>& group : groups)
+    for (const LinearView& member : group) remove_tensors(ctx.rewriter, member);
 }
 
 void MergeLinears::restore(PassContext& ctx, Node* node, const Record& record) const {

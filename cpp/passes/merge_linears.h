@@ -13,9 +13,14 @@
 // keeps its parameters untouched).
 //
 // Preconditions, per group: same input node, same spelling (dialect, module type), same dtype,
-// device, requires_grad and parameter-ness, each member's module or tensors read by it alone (a
-// module called at several places is skipped with the reason). Groups form from the users of
-// the input (its use list), never by pairing all Linears.
+// device, requires_grad and parameter-ness. Groups form from the users of the input (its use
+// list), never by pairing all Linears.
+// Shared weights (ALBERT: one layer's module or tensors serve every layer): a Linear whose
+// module or tensors have several call sites merges only with Linears whose own call sites line
+// up with its own, site for site (each reads the input of one of its sites); the merged tensors
+// are stored once and every site calls them, and the members' tensors go once no site reads
+// them. A site that cannot take part (a tensor also read by another op, a member missing at one
+// site) leaves the whole group alone, with the reason.
 // The merged bias exists iff a member had one; members without one get zeros there.
 //
 // Reversal: each member's record (plain values: its spelling, paths, get_attr names, the rows
@@ -28,8 +33,8 @@
 // Why not keep the originals registered and re-point at them (ops/stored_params.h does, as a
 // folded BatchNorm cannot be recomputed exactly)? Slicing rows is exact, so keeping them would
 // only hold every merged weight twice, in memory and in state_dict, and ignore training.
-// Caveat: a module whose weight is tied to another module's (symbolic graphs) comes back untied;
-// in exported graphs a tied weight is a shared get_attr, which the pass skips.
+// Tied weights (two modules holding one Parameter, symbolic graphs) come back tied: the record
+// names the other paths that held the tensor (ops/tied_tensors.h).
 //
 // Numerics: each output element is the same dot product as before, but a different GEMM shape
 // may make the BLAS sum in another order: expect float rounding differences (~1e-7 relative in
@@ -44,6 +49,9 @@
 // available to measure the launch savings merging is meant for.
 #pragma once
 
+#include <optional>
+
+#include "ops/tied_tensors.h"
 #include "rewrite/pass.h"
 
 namespace fxopt {
@@ -51,8 +59,12 @@ namespace fxopt {
 class MergeLinears final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
+  void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
   void restore(PassContext& ctx, Node* node, const Record& record) const override;
+
+ private:
+  mutable std::optional<TiedTensors> tied_;  // of the run's program, from begin()
 };
 
 }  // namespace fxopt

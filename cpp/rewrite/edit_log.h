@@ -22,6 +22,7 @@ struct Edit {
     SetMeta,          // node, name (key), value
     EraseMeta,        // node, name (key)
     EraseNode,        // node
+    MoveNode,         // node, anchor (move before)
     SetModule,        // name (path), like (path of the module it copies), module
     RemoveModule,     // name (path)
     SetAttribute,     // name (path), tensor

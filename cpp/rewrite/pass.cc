@@ -1,7 +1,9 @@
 #include "rewrite/pass.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "rewrite/placement.h"
 #include "rewrite/removal.h"
 
 namespace fxopt {
@@ -19,7 +21,10 @@ void PassContext::remove(Node* node, Node* replacement) {
   removals.push_back(capture_removal(*node));
   result.changed.push_back(node->name());
   if (replacement) rewriter.replace_all_uses(node, replacement);
+  // Its removal record puts it back in place itself: no placement record (rewrite/placement.h).
+  auto placing = std::exchange(rewriter.before_erase, nullptr);
   rewriter.erase(node);
+  rewriter.before_erase = std::move(placing);
 }
 
 void Pass::restore(PassContext&, Node* node, const Record&) const {
@@ -71,6 +76,7 @@ void guarded(const Node& node, F&& step) {
 }
 
 constexpr std::string_view kRemovedKey = "removed";
+constexpr std::string_view kPlacedKey = "placed";
 
 Node* output_node(const Graph& graph) {
   Node* output = graph.last();
@@ -79,74 +85,113 @@ Node* output_node(const Graph& graph) {
   return output;
 }
 
-// The runs recorded on the output node for this signature: one list of removals per run.
-std::vector<Arg> removal_runs(const Node& output, std::string_view signature) {
+// The runs recorded on the output node for this signature under `key`: one list per run.
+std::vector<Arg> recorded_runs(const Node& output, std::string_view signature,
+                               std::string_view key) {
   std::optional<Record> record = reversal_record(output, signature);
-  const Arg* runs = record ? record->get(kRemovedKey) : nullptr;
+  const Arg* runs = record ? record->get(key) : nullptr;
   if (!runs) return {};
-  if (!runs->sequence())
-    throw std::invalid_argument("malformed removal record: " + to_string(*runs));
+  if (!runs->sequence()) throw std::invalid_argument("malformed run record: " + to_string(*runs));
   return *runs->sequence();
 }
 
-void store_runs(PassContext& ctx, Node* output, std::vector<Arg> runs) {
-  set_reversal_record(ctx.rewriter, output, ctx.signature,
-                      Record().set(std::string(kRemovedKey), Tuple{std::move(runs)}));
-}
+// What one forward run removed (rewrite/removal.h) and where the reads it erased stood
+// (rewrite/placement.h); the output node keeps one of each per run, paired.
+struct Runs {
+  std::vector<Arg> removed;
+  std::vector<Arg> placed;
 
-// Appends this run's removals to the pass's record on the output node, as one more run: reverse
-// undoes the latest run only, so compose(EliminateDeadCode(), X, EliminateDeadCode()) reverses
-// in order. A run that removed nothing is recorded only to keep runs paired with an earlier one.
-void store_removals(PassContext& ctx, const Graph& graph) {
-  if (ctx.removals.empty() && (!graph.last() || graph.last()->kind() != NodeKind::Output)) return;
+  Runs(const Node& output, std::string_view signature)
+      : removed(recorded_runs(output, signature, kRemovedKey)),
+        placed(recorded_runs(output, signature, kPlacedKey)) {
+    placed.resize(removed.size(), Tuple{});  // records written before placements existed
+  }
+
+  void store(PassContext& ctx, Node* output) {
+    set_reversal_record(ctx.rewriter, output, ctx.signature,
+                        Record()
+                            .set(std::string(kRemovedKey), Tuple{std::move(removed)})
+                            .set(std::string(kPlacedKey), Tuple{std::move(placed)}));
+  }
+};
+
+// Appends this run's removals and placements to the pass's record on the output node, as one
+// more run: reverse undoes the latest run only, so compose(EliminateDeadCode(), X,
+// EliminateDeadCode()) reverses in order. A run that changed nothing is recorded only to keep
+// runs paired with an earlier one. The output node is marked (a transformed node) only when
+// nodes were removed; placements alone are bookkeeping.
+void store_run(PassContext& ctx, const Graph& graph) {
+  bool removed = !ctx.removals.empty();
+  bool empty = !removed && ctx.placements.empty();
+  if (empty && (!graph.last() || graph.last()->kind() != NodeKind::Output)) return;
   Node* output = output_node(graph);
-  std::vector<Arg> runs = removal_runs(*output, ctx.signature);
-  if (ctx.removals.empty() && runs.empty()) return;
-  runs.push_back(Tuple{std::move(ctx.removals)});
+  Runs runs(*output, ctx.signature);
+  if (empty && runs.removed.empty()) return;
+  runs.removed.push_back(Tuple{std::move(ctx.removals)});
+  runs.placed.push_back(Tuple{std::move(ctx.placements)});
   ctx.removals.clear();
-  store_runs(ctx, output, std::move(runs));
-  mark(ctx.rewriter, output, ctx.signature);
+  ctx.placements.clear();
+  runs.store(ctx, output);
+  if (removed) mark(ctx.rewriter, output, ctx.signature);
 }
 
 void run_forward(const Pass& pass, PassContext& ctx, const Program& program) {
+  uint64_t first_new_id = program.graph.next_id();
+  ctx.rewriter.before_erase = [&](const Node& node) {
+    ctx.placements.push_back(capture_placement(node, first_new_id));
+  };
   pass.begin(program);
   for (Node* node : candidates(pass, program)) {
     // An earlier rewrite may have absorbed this candidate or changed what it is.
     if (node->erased() || is_marked(*node, ctx.signature)) continue;
     guarded(*node, [&] { pass.rewrite(ctx, node); });
   }
-  store_removals(ctx, program.graph);
+  ctx.rewriter.before_erase = nullptr;
+  store_run(ctx, program.graph);
 }
 
-// The output node's record lists runs of removals; any other record is the pass's own. Returns
-// false while the output node keeps runs of earlier calls (and so its record and mark).
-bool restore(const Pass& pass, PassContext& ctx, Node* node, const Record& record) {
-  if (!record.get(kRemovedKey) || node->kind() != NodeKind::Output) {
-    pass.restore(ctx, node, record);
-    return true;
-  }
-  std::vector<Arg> runs = removal_runs(*node, ctx.signature);
-  const std::vector<Arg>* entries = runs.empty() ? nullptr : runs.back().sequence();
+bool is_run_record(const Node& node, const Record& record) {
+  return node.kind() == NodeKind::Output && record.get(kRemovedKey);
+}
+
+// Undoes the latest run recorded on the output node: its removals, last first, then its
+// placements (whose anchors may be nodes it removed). Earlier runs stay for later reverses.
+void restore_latest_run(PassContext& ctx, Node* output) {
+  Runs runs(*output, ctx.signature);
+  if (runs.removed.empty()) return;
+  const std::vector<Arg>* entries = runs.removed.back().sequence();
   if (!entries) throw std::invalid_argument("malformed removal record: no runs");
   for (auto it = entries->rbegin(); it != entries->rend(); ++it)
     ctx.restored(restore_removal(ctx.rewriter, *it));
-  runs.pop_back();
-  if (runs.empty()) return true;
-  store_runs(ctx, node, std::move(runs));
-  return false;
+  restore_placements(ctx.rewriter, runs.placed.back(), ctx.signature);
+  runs.removed.pop_back();
+  runs.placed.pop_back();
+  bool removes = std::any_of(runs.removed.begin(), runs.removed.end(), [](const Arg& run) {
+    return run.sequence() && !run.sequence()->empty();
+  });
+  if (runs.removed.empty())
+    clear_reversal_record(ctx.rewriter, output, ctx.signature);
+  else
+    runs.store(ctx, output);
+  if (!removes) unmark(ctx.rewriter, output, ctx.signature);
 }
 
 void run_reverse(const Pass& pass, PassContext& ctx, const Graph& graph) {
   for (Node* node : marked_nodes(graph, ctx.signature)) {
     if (node->erased()) continue;
-    if (std::optional<Record> record = reversal_record(*node, ctx.signature)) {
-      bool finished = true;
-      guarded(*node, [&] { finished = restore(pass, ctx, node, *record); });
-      if (node->erased() || !finished) continue;
+    std::optional<Record> record = reversal_record(*node, ctx.signature);
+    if (record && is_run_record(*node, *record)) continue;  // last, below
+    if (record) {
+      guarded(*node, [&] { pass.restore(ctx, node, *record); });
+      if (node->erased()) continue;
       clear_reversal_record(ctx.rewriter, node, ctx.signature);
     }
     if (!node->erased()) unmark(ctx.rewriter, node, ctx.signature);
   }
+  // Last: every node the run erased has been recreated by now.
+  Node* output = graph.last();
+  if (output && output->kind() == NodeKind::Output)
+    guarded(*output, [&] { restore_latest_run(ctx, output); });
 }
 
 }  // namespace
@@ -154,7 +199,7 @@ void run_reverse(const Pass& pass, PassContext& ctx, const Graph& graph) {
 PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps& tensors,
                     const std::string& signature, bool reverse) {
   Rewriter rewriter(program, log);
-  PassContext ctx{rewriter, tensors, signature, {}, {}};
+  PassContext ctx{rewriter, tensors, signature, {}, {}, {}};
   if (reverse)
     run_reverse(pass, ctx, program.graph);
   else

@@ -9,7 +9,9 @@
 // Removing nodes goes through PassContext::remove, which the driver makes reversible for every
 // pass alike (rewrite/removal.h): the removals of each run are recorded on the output node, and
 // reverse puts the latest run's back, last first, after the pass's other records went to
-// `restore` (the output node comes last).
+// `restore` (the output node comes last). The same record says where every other node a run
+// erased stood (rewrite/placement.h); once the reverse is done, the nodes it recreated go back
+// there with the marks and records other transformations left on them.
 #pragma once
 
 #include <memory>
@@ -61,7 +63,8 @@ struct PassContext {
   // records it as changed; reverse puts it back exactly (rewrite/removal.h).
   void remove(Node* node, Node* replacement = nullptr);
 
-  std::vector<Arg> removals;  // captured removals of this run, in order; the driver stores them
+  std::vector<Arg> removals;    // captured removals of this run, in order; the driver stores them
+  std::vector<Arg> placements;  // where the nodes this run erased stood, in order
 };
 
 // Which nodes the driver hands to Pass::rewrite.

@@ -60,8 +60,15 @@ void Rewriter::replace_all_uses(Node* old_node, Node* replacement, Node* except)
 }
 
 void Rewriter::erase(Node* node) {
+  if (before_erase) before_erase(*node);
   program_.graph.erase(node);
   record(Edit::Kind::EraseNode, node->id());
+}
+
+void Rewriter::move_before(Node* node, Node* anchor) {
+  if (node->next() == anchor) return;
+  program_.graph.move_before(node, anchor);
+  record(Edit::Kind::MoveNode, node->id()).anchor = anchor->id();
 }
 
 void Rewriter::replace_and_erase(Node* old_node, Node* replacement) {

@@ -2,6 +2,7 @@
 // the edit log that the bridge later replays onto the fx.GraphModule.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,8 @@ class Rewriter {
   // Points every user of `old_node` (but `except`) at `replacement`.
   void replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   void erase(Node* node);
+  // Moves `node` right before `anchor`; the caller keeps every input before its users.
+  void move_before(Node* node, Node* anchor);
   // The absorbed-node helper: moves all uses of `old_node` to `replacement`, then erases it.
   void replace_and_erase(Node* old_node, Node* replacement);
   // Erases `node` if it is a get_attr that nothing reads any more (a weight read left behind
@@ -45,6 +48,10 @@ class Rewriter {
   void remove_attribute(const std::string& path);
   // A module or attribute path not taken yet, derived from `base`.
   std::string unique_path(const std::string& base) { return program_.unique_path(base); }
+
+  // Called with each node right before it is erased, while set (the driver remembers where
+  // get_attr reads were, rewrite/placement.h).
+  std::function<void(const Node&)> before_erase;
 
  private:
   Edit& record(Edit::Kind kind, uint64_t node = 0);

@@ -90,16 +90,19 @@ class EditKind(enum.Enum):
     EraseNode = 5
     """node"""
 
-    SetModule = 6
+    MoveNode = 6
+    """node, anchor"""
+
+    SetModule = 7
     """path, like, module_type, attributes, tensors"""
 
-    RemoveModule = 7
+    RemoveModule = 8
     """path"""
 
-    SetAttribute = 8
+    SetAttribute = 9
     """path, tensor"""
 
-    RemoveAttribute = 9
+    RemoveAttribute = 10
     """path"""
 
 class Edit:
@@ -114,7 +117,7 @@ class Edit:
 
     @property
     def anchor(self) -> int:
-        """id of the node a created node goes before"""
+        """id of the node a created or moved node goes before"""
 
     @property
     def op(self) -> str: ...
@@ -174,6 +177,8 @@ class Session:
     def add_attribute(self, path: str, tensor: TensorInfo) -> None: ...
 
     def add_taken_paths(self, paths: object) -> None: ...
+
+    def reserve_names(self, names: object) -> None: ...
 
     def run(self, name: str, options: dict, signature: str, reverse: bool, tensor_ops: object) -> PassResult: ...
 

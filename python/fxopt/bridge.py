@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import gc
 import importlib
+import keyword
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -125,6 +127,7 @@ class Bridge:
             strided=torch.strided, qualname=qualname, resolve=resolve_target,
         )  # fmt: skip
         called, read = self.session.import_graph(root=gm.graph._root)
+        self.session.reserve_names(names=_reserved_names())
         self._imported_modules: set[str] = set()
         self._imported_attributes: set[str] = set()
         self._complete = False
@@ -283,6 +286,15 @@ class Bridge:
         return graph
 
 
+@functools.cache
+def _reserved_names() -> tuple[str, ...]:
+    """Names fx never gives a node it creates (it appends ``_1``): Python keywords and
+    builtins, and the names its generated code uses (``torch``, ``inf``...). The core avoids
+    them too, so a node keeps the name the core gave it, which records may name."""
+    custom = getattr(torch.fx.graph, "_custom_builtins", {})
+    return tuple(sorted({*keyword.kwlist, *vars(builtins), *custom}))
+
+
 # The attribute of an fx.Graph holding its attached Bridge. On the graph, not the GraphModule:
 # a deep copy (fx.Graph.__deepcopy__ copies nodes only) or a new graph starts without one.
 _ATTACHED = "_fxopt_bridge"
@@ -387,6 +399,12 @@ class _Replay:
         # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
         self.to_erase.append(self.session.py_node(id=edit.node))
 
+    def _move(self, edit: _core.Edit) -> None:
+        node = self.session.py_node(id=edit.node)
+        old_next = node.next  # fx's root sentinel when it is last: prepend works on it too
+        self.session.py_node(id=edit.anchor).prepend(node)
+        self.undo_steps.append(lambda: old_next.prepend(node))
+
     def _set_module(self, edit: _core.Edit) -> None:
         module = _copy_module(self.gm.get_submodule(edit.like), edit.module_type)
         # Plain values only (the core has no others): straight into the instance dict, as
@@ -405,11 +423,15 @@ class _Replay:
         self._edit_slot(edit.path, lambda parent, name: self._store(parent, name, info))
 
     def _store(self, module: torch.nn.Module, name: str, info: _core.TensorInfo | None) -> None:
-        """Registers the tensor `info` names on `module`; its handle then names the object the
-        module holds (a Parameter made from it), which is what the session keeps."""
-        stored = _set_tensor(module, name, info, None if info is None else self.tensors.tensor(info))
-        if info is not None and stored is not None:
-            self.tensors.rebind(info, stored)
+        """Registers the tensor `info` names on `module`. A parameter is stored as a Parameter,
+        made once per tensor handle: the handle then names that Parameter (what the session
+        keeps), so a tensor the core stores at several paths (tied weights) stays one object."""
+        tensor = None if info is None else self.tensors.tensor(info)
+        if info is not None and tensor is not None and info.is_parameter:
+            if not (isinstance(tensor, torch.nn.Parameter) and tensor.requires_grad == info.requires_grad):
+                tensor = torch.nn.Parameter(tensor, info.requires_grad)
+                self.tensors.rebind(info, tensor)
+        _set_tensor(module, name, info, tensor)
 
     def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
         parent_path, _, name = path.rpartition(".")
@@ -447,6 +469,7 @@ _REPLAY: dict[_core.EditKind, Callable[[_Replay, _core.Edit], None]] = {
     _core.EditKind.SetMeta: _Replay._set_meta,
     _core.EditKind.EraseMeta: _Replay._erase_meta,
     _core.EditKind.EraseNode: _Replay._erase,
+    _core.EditKind.MoveNode: _Replay._move,
     _core.EditKind.SetModule: _Replay._set_module,
     _core.EditKind.RemoveModule: _Replay._remove_slot,
     _core.EditKind.SetAttribute: _Replay._set_attribute,
@@ -504,16 +527,12 @@ def _fresh_dict(table: dict) -> dict:
     return table.copy() if table else type(table)()
 
 
-def _set_tensor(
-    module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None
-) -> torch.Tensor | None:
-    """Registers `tensor` as a parameter or buffer of `module`, as `info` says; returns what the
-    module now holds."""
+def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
+    """Registers `tensor` (a Parameter where `info` says parameter) as a parameter or buffer of
+    `module`."""
     for table in (module._parameters, module._buffers, module.__dict__):
         table.pop(name, None)
     if info is None or info.is_parameter:
-        param = None if tensor is None else torch.nn.Parameter(tensor, info.requires_grad)
-        module._parameters[name] = param
-        return param
-    module._buffers[name] = tensor
-    return tensor
+        module._parameters[name] = tensor  # type: ignore[assignment]
+    else:
+        module._buffers[name] = tensor

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "linear_fixtures.h"
 #include "passes/fuse_bias_in_linear.h"
 
@@ -99,6 +101,52 @@ TEST_F(FuseBiasTest, AtenLinearDropsItsBiasOperandAndGetsItBack) {
       program.graph.find(NodeKind::CallFunction, Symbol::intern("aten.constant_pad_nd.default"))
           .size(),
       0u);
+  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
+  EXPECT_TRUE(program.graph.lint().empty());
+}
+
+// torch.export hoists get_attr reads above everything. Reverse recreates the erased bias reads
+// right before their Linears; the driver puts them back where they stood, with the marks and
+// records another transformation had left on them (rewrite/placement.h).
+TEST_F(FuseBiasTest, ErasedReadsComeBackInPlaceWithOtherTransformationsRecords) {
+  attribute("fc.weight", {3, 4});
+  attribute("fc.bias", {3});
+  attribute("fc2.weight", {2, 4});
+  attribute("fc2.bias", {2});
+  Node* w = b.attr("fc_weight", "fc.weight");
+  Node* bias = b.attr("fc_bias", "fc.bias");
+  Node* w2 = b.attr("fc2_weight", "fc2.weight");
+  Node* bias2 = b.attr("fc2_bias", "fc2.bias");
+  Node* x = b.input("x");
+  Node* fc = b.call("linear", "aten.linear.default", {x, w, bias});
+  Node* fc2 = b.call("linear_1", "aten.linear.default", {x, w2, bias2});
+  b.output(Tuple{{fc, fc2}});
+  Rewriter other(program, edits);
+  set_reversal_record(other, bias, "Other", Record().set("lowered", std::string("fc.bias")));
+  mark(other, bias, "Other");
+  Dict bias_meta = bias->meta();
+  auto order = [&] {
+    std::vector<std::string> names;
+    for (Node* n : program.graph) names.push_back(n->name());
+    return names;
+  };
+  std::vector<std::string> order_before = order();
+  auto before = run({{"x", x_}});
+
+  apply();
+  EXPECT_TRUE(bias->erased());
+  EXPECT_EQ(program.graph.size(), 7u);  // two bias reads fewer, one ones column more
+  edits.clear();
+
+  apply(/*reverse=*/true);
+  EXPECT_EQ(order(), order_before);
+  Node* restored = program.graph.find_by_name("fc_bias");
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(restored->meta(), bias_meta);
+  EXPECT_TRUE(is_marked(*restored, "Other"));
+  EXPECT_FALSE(program.graph.find_by_name("output")->meta().find(kReversalKey));
+  EXPECT_TRUE(std::any_of(edits.begin(), edits.end(),
+                          [](const Edit& e) { return e.kind == Edit::Kind::MoveNode; }));
   EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
   EXPECT_TRUE(program.graph.lint().empty());
 }

@@ -52,6 +52,29 @@ TEST(Graph, InsertReplaceErase) {
   EXPECT_TRUE(g.lint().empty());
 }
 
+// fx never names a node after a Python builtin (it appends _1); neither does the core once the
+// bridge reserved the name, so records naming a created node stay valid after the sync.
+TEST(Graph, ReservedNamesAreNeverGiven) {
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  b.output(x);
+  g.reserve_names({"abs", "round"});
+  Node* out = g.last();
+  EXPECT_EQ(
+      g.insert_before(out, NodeKind::CallFunction, Symbol::intern("aten.abs.default"), "abs", {x})
+          ->name(),
+      "abs_1");
+  EXPECT_EQ(
+      g.insert_before(out, NodeKind::CallFunction, Symbol::intern("aten.abs.default"), "abs", {x})
+          ->name(),
+      "abs_2");
+  EXPECT_EQ(
+      g.insert_before(out, NodeKind::CallFunction, Symbol::intern("aten.relu.default"), "relu", {x})
+          ->name(),
+      "relu");
+}
+
 TEST(Graph, EraseRefusesNodesInUse) {
   Graph g;
   GraphBuilder b(g);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "linear_fixtures.h"
 #include "passes/merge_linears.h"
 
@@ -154,6 +156,91 @@ TEST_F(MergeLinearsTest, FunctionalLinearKeepsItsKeywordSpelling) {
   EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
 }
 
+// ALBERT: one layer's tensors serve every layer. q and k are read at both "layers" (inputs x
+// and y): one merged weight serves both sites; reverse puts the shared reads back in place.
+TEST_F(MergeLinearsTest, SharedWeightsMergeOnceForEveryCallSite) {
+  attribute("layer.q.weight", {5, 4});
+  attribute("layer.q.bias", {5});
+  attribute("layer.k.weight", {2, 4});
+  Node* qw = b.attr("layer_q_weight", "layer.q.weight");
+  Node* qb = b.attr("layer_q_bias", "layer.q.bias");
+  Node* kw = b.attr("layer_k_weight", "layer.k.weight");
+  Node* x = b.input("x");
+  Node* y = b.input("y");
+  Node* q0 = b.call("linear", "aten.linear.default", {x, qw, qb});
+  Node* k0 = b.call("linear_1", "aten.linear.default", {x, kw});
+  Node* q1 = b.call("linear_2", "aten.linear.default", {y, qw, qb});
+  Node* k1 = b.call("linear_3", "aten.linear.default", {y, kw});
+  b.output(Tuple{{q0, k0, q1, k1}});
+  auto order = [&] {
+    std::vector<std::string> names;
+    for (Node* n : program.graph) names.push_back(n->name());
+    return names;
+  };
+  std::vector<std::string> order_before = order();
+  std::map<std::string, TensorInfo> inputs{{"x", x_}, {"y", input({2, 3, 4})}};
+  auto before = run(inputs);
+
+  PassResult forward = apply();
+  EXPECT_EQ(forward.changed.size(), 6u);  // two merged calls, four slices
+  EXPECT_TRUE(forward.skipped.empty());
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.linear.default"), 2u);
+  EXPECT_EQ(count(NodeKind::GetAttr, "layer.q_k_merged_weight"), 1u);  // one read serves both
+  EXPECT_FALSE(program.attributes.contains("layer.q.weight"));
+  EXPECT_FALSE(program.attributes.contains("layer.k.weight"));
+  EXPECT_EQ(program.graph.size(), 11u);  // 3 reads become 2; 4 Linears, 2 merged calls more
+  EXPECT_LE(max_diff(before, run(inputs)), 1e-12);
+
+  apply(/*reverse=*/true);
+  EXPECT_EQ(order(), order_before);
+  EXPECT_EQ(q1->args()[1].node(), q0->args()[1].node());  // still one read of the weight
+  EXPECT_FALSE(program.attributes.contains("layer.q_k_merged_weight"));
+  EXPECT_EQ(max_diff(before, run(inputs)), 0.0);
+  EXPECT_TRUE(program.graph.lint().empty());
+}
+
+// A shared weight whose other sites have no partner at their input stays as it is.
+TEST_F(MergeLinearsTest, SharedWeightsWithoutPartnersAtEverySiteStayAlone) {
+  attribute("q.weight", {5, 4});
+  attribute("k.weight", {2, 4});
+  Node* qw = b.attr("q_weight", "q.weight");
+  Node* kw = b.attr("k_weight", "k.weight");
+  Node* x = b.input("x");
+  Node* y = b.input("y");
+  Node* q0 = b.call("linear", "aten.linear.default", {x, qw});
+  Node* k0 = b.call("linear_1", "aten.linear.default", {x, kw});
+  Node* q1 = b.call("linear_2", "aten.linear.default", {y, qw});
+  b.output(Tuple{{q0, k0, q1}});
+
+  PassResult result = apply();
+  EXPECT_TRUE(result.changed.empty());
+  std::map<std::string, std::string> skipped;
+  for (const Skip& s : result.skipped) skipped[s.node] = s.reason;
+  EXPECT_NE(skipped["linear"].find("shared by 2 Linears"), std::string::npos);
+  EXPECT_NE(skipped["linear_1"].find("no other Linear"), std::string::npos);
+}
+
+// Two modules holding one weight tensor (a tie) hold one again after reverse.
+TEST_F(MergeLinearsTest, TiedWeightsComeBackAsOneTensor) {
+  linear_module("a", 4, 3, true);
+  linear_module("b", 4, 3, true);
+  program.modules.at("b").tensors["weight"] = *program.modules.at("a").tensor("weight");
+  Node* x = b.input("x");
+  Node* a = b.module("a", "a", {x});
+  Node* bb = b.module("b", "b", {x});
+  b.output(Tuple{{a, bb}});
+  auto before = run({{"x", x_}});
+
+  apply();
+  EXPECT_EQ(count(NodeKind::CallFunction, "torch.narrow"), 2u);
+  apply(/*reverse=*/true);
+  const TensorInfo* a_weight = program.modules.at("a").tensor("weight");
+  EXPECT_EQ(program.modules.at("b").tensor("weight")->handle, a_weight->handle);
+  EXPECT_NE(program.modules.at("b").tensor("bias")->handle,
+            program.modules.at("a").tensor("bias")->handle);
+  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
+}
+
 TEST_F(MergeLinearsTest, GroupsOnlyMatchingLinearsAndSaysWhyNot) {
   linear_module("a", 4, 2, true);
   linear_module("half", 4, 2, true, "float16");
@@ -176,8 +263,8 @@ TEST_F(MergeLinearsTest, GroupsOnlyMatchingLinearsAndSaysWhyNot) {
   std::map<std::string, std::string> skipped;
   for (const Skip& s : result.skipped) skipped[s.node] = s.reason;
   EXPECT_NE(skipped["half"].find("no other Linear"), std::string::npos);
-  EXPECT_NE(skipped["shared"].find("called at 2 places"), std::string::npos);
-  EXPECT_NE(skipped["shared_1"].find("called at 2 places"), std::string::npos);
+  EXPECT_NE(skipped["shared"].find("shared by 2 Linears"), std::string::npos);
+  EXPECT_NE(skipped["shared_1"].find("shared by 2 Linears"), std::string::npos);
   EXPECT_NE(skipped["alone"].find("no other Linear"), std::string::npos);
   EXPECT_EQ(skipped.size(), 4u);
 }

@@ -2,10 +2,12 @@
 
 Each test composes passes that each reverse alone, applies the composition (inplace=False)
 and checks outputs against the traced graph and, after reverse, outputs and every parameter
-and buffer bit for bit.
+and buffer bit for bit, and the code (node order included).
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -15,10 +17,13 @@ import fxopt
 from linear_models import Parallel
 from fxopt.optimization import (
     ChangePrecision,
+    EliminateDeadCode,
     FuseBatchNorm1dInLinear,
     FuseBiasInLinear,
     FuseLinearActivationOneDnn,
     MergeLinears,
+    QuantizeLinearsInt8,
+    RemoveRuntimeAsserts,
     Transformation,
     compose,
 )
@@ -39,6 +44,7 @@ def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation) -> 
         torch.testing.assert_close(transformed(x), expected)
     restored = composition(transformed, reverse=True)
     assert torch.equal(restored(x), expected)
+    assert restored.code == gm.code
     assert restored.state_dict().keys() == state.keys()
     for name, value in restored.state_dict().items():
         assert value.dtype == state[name].dtype and torch.equal(value, state[name]), name
@@ -55,9 +61,17 @@ def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation) -> 
         (Parallel, (MergeLinears, ChangePrecision)),
         (Parallel, (MergeLinears, FuseBiasInLinear, FuseLinearActivationOneDnn)),
         (Parallel, (FuseBiasInLinear, FuseLinearActivationOneDnn)),
+        # Fuzz seeds 100075, 100315: a read ChangePrecision lowered, and marked, then erased by
+        # the Linear pass, came back without ChangePrecision's record.
+        (_linear_bn, (ChangePrecision, FuseBiasInLinear)),
+        (Parallel, (ChangePrecision, MergeLinears)),
+        # Fuzz seeds 651, 1059, 1619: the core named a node 'round', fx named it 'round_1', and
+        # the removal records naming it went stale.
+        (Parallel, (QuantizeLinearsInt8, EliminateDeadCode)),
+        (Parallel, (QuantizeLinearsInt8, RemoveRuntimeAsserts)),
     ],
     ids=["bias-bn", "bn-bias", "bias-precision", "merge-precision", "merge-bias-onednn",
-         "bias-onednn"],
+         "bias-onednn", "precision-bias", "precision-merge", "int8-dce", "int8-asserts"],
 )  # fmt: skip
 def test_composition_reverses_exactly(model, members, mode: str) -> None:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
@@ -70,3 +84,53 @@ def test_reverse_finds_a_node_another_pass_captured() -> None:
     restored = _round_trip(Parallel().eval(), "symbolic", FuseBiasInLinear(),
                            FuseLinearActivationOneDnn())  # fmt: skip
     assert restored.q.weight.shape == (4, 4)
+
+
+class _LinearThenActivation(torch.nn.Module):
+    """A Linear whose activation comes after another Linear (fuzz seed 100281)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4, bias=False)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.a(x)
+        b = self.b(x)
+        return torch.relu(a) + b
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_reverse_puts_erased_nodes_back_in_place(mode: str) -> None:
+    # The fused node stands where the activation stood; reverse rebuilds the Linear before it,
+    # the driver moves it back before `b` (rewrite/placement.h). On exported graphs the weight
+    # reads are hoisted to the top and come back there.
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    gm = fxopt.trace(_LinearThenActivation().eval(), example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    t = FuseLinearActivationOneDnn()
+    fused = t(copy.deepcopy(gm))
+    assert len(t.get_transformed_nodes(fused)) == 2 and fused.graph.find_nodes(op="output")
+    assert all(n.op != "output" for n in t.get_transformed_nodes(fused))  # bookkeeping only
+    _round_trip(_LinearThenActivation().eval(), mode, FuseLinearActivationOneDnn())
+
+
+class _SharedLinearThenNorm(torch.nn.Module):
+    """One Linear called twice; only the first call feeds a BatchNorm (fuzz seed 610)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4, bias=False)
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.bn.running_mean.uniform_(-1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.fc(x)) + self.fc(torch.relu(x))
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_fold_into_a_shared_weight_reads_it_again_on_reverse(mode: str) -> None:
+    # Exported, both calls read one get_attr of fc.weight; the fold gives the first call a read
+    # of its own, and reverse must read the shared one again, not add a second read.
+    torch.manual_seed(0)
+    _round_trip(_SharedLinearThenNorm().eval(), mode, FuseBatchNorm1dInLinear())

@@ -38,6 +38,7 @@ from fxopt.optimization import (
     FuseLinearActivationOneDnn,
     GeluToTanhApproximation,
     MergeLinears,
+    QuantizeLinearsInt8,
     RecognizeLinears,
     RemoveNoOps,
     RemoveRuntimeAsserts,
@@ -194,6 +195,8 @@ CASES: list[Case] = [
     (lambda: ChangeActivation("relu", "silu"), "resnet", calls(torch.nn.functional.relu), 7, 0),
     (lambda: ChangePrecision(dtype=torch.bfloat16), "bert", is_linear, 13, 13),
     (lambda: ChangePrecision(dtype=torch.bfloat16), "resnet", calls(torch.conv2d), 8, 8),
+    # Every float32 Linear becomes per-token int8 ATen calls (aten._int_mm).
+    (QuantizeLinearsInt8, "bert", is_linear, 13, 0),
 ]
 
 
@@ -247,7 +250,7 @@ def test_pass_fires_on_dynamo_graph_matches_eager_and_reverses_exactly(
         verified = fxopt.verify(model, transformed, inputs)
     elif isinstance(transformation, ChangeActivation) and transformation.target == "silu":
         verified = fxopt.verify(relu_to_silu(model), transformed, inputs)
-    else:  # bfloat16, tanh GELU: close, not equal
+    else:  # bfloat16, int8, tanh GELU: close, not equal
         verified = fxopt.verify(model, transformed, inputs, rtol=0.2, atol=0.2)
     assert verified.ok, str(verified)
 

@@ -1,0 +1,103 @@
+#include "rewrite/placement.h"
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+#include "rewrite/marks.h"
+
+namespace fxopt {
+namespace {
+
+[[noreturn]] void malformed(const Arg& value) {
+  throw std::invalid_argument("malformed placement record: " + to_string(value));
+}
+
+const std::vector<Arg>& items(const Arg& value, size_t size = 0) {
+  const std::vector<Arg>* seq = value.sequence();
+  if (!seq || (size && seq->size() != size)) malformed(value);
+  return *seq;
+}
+
+const std::string& text(const Arg& value) {
+  if (!value.is<std::string>()) malformed(value);
+  return value.as<std::string>();
+}
+
+Node* live(const Graph& graph, const Arg& name) {
+  if (!name.is<std::string>()) return nullptr;
+  Node* node = graph.find_by_name(name.as<std::string>());
+  return node && !node->erased() ? node : nullptr;
+}
+
+void restore_meta(Rewriter& rewriter, Node* node, const Arg& meta, std::string_view signature) {
+  for (const Arg& entry : items(meta)) {
+    const std::vector<Arg>& kv = items(entry, 2);
+    const Arg* current = node->meta().find(text(kv[0]));
+    if (!current || *current != kv[1]) rewriter.set_meta(node, text(kv[0]), kv[1]);
+  }
+  // What the reversed transformation left on the node before erasing it is undone with it.
+  if (reversal_record(*node, signature)) clear_reversal_record(rewriter, node, signature);
+  if (is_marked(*node, signature)) unmark(rewriter, node, signature);
+}
+
+// Whether every input of `node` comes before it and every user after it.
+bool in_order(const Graph& graph, Node* node) {
+  bool inputs_before = true;
+  node->for_each_input([&](Node* input) { inputs_before &= graph.before(input, node); });
+  const std::vector<Node*>& users = node->users();
+  return inputs_before && std::all_of(users.begin(), users.end(),
+                                      [&](const Node* user) { return graph.before(node, user); });
+}
+
+struct Move {
+  Node* node;
+  Node* old_next;
+};
+
+// Moves the node `placement` names back before its anchor, if reverse recreated it.
+std::optional<Move> restore_placement(Rewriter& rewriter, const Arg& placement,
+                                      std::string_view signature) {
+  const std::vector<Arg>& fields = items(placement, 5);
+  const Graph& graph = rewriter.graph();
+  Node* node = live(graph, fields[0]);
+  std::optional<NodeKind> kind = parse_kind(text(fields[1]));
+  if (!node || !kind || !node->is(*kind, Symbol::intern(text(fields[2])))) return std::nullopt;
+  restore_meta(rewriter, node, fields[4], signature);
+  Node* anchor = live(graph, fields[3]);
+  if (!anchor || anchor == node || node->next() == anchor) return std::nullopt;
+  Move move{node, node->next()};
+  rewriter.move_before(node, anchor);
+  return move;
+}
+
+}  // namespace
+
+Arg capture_placement(const Node& node, uint64_t first_new_id) {
+  const Node* anchor = node.next();
+  while (anchor && anchor->id() >= first_new_id) anchor = anchor->next();
+  Tuple meta;
+  for (const auto& [key, value] : node.meta().items) meta.items.push_back(Tuple{{key, value}});
+  return Tuple{{Arg(node.name()), Arg(std::string(kind_name(node.kind()))),
+                Arg(node.target().str()), anchor ? Arg(anchor->name()) : Arg(None{}),
+                std::move(meta)}};
+}
+
+void restore_placements(Rewriter& rewriter, const Arg& placements, std::string_view signature) {
+  const std::vector<Arg>& entries = items(placements);
+  // Each move may leave a node before the users the next moves have yet to put back, so order
+  // is checked once all are done; if reverse recreated some nodes elsewhere, or not at all, and
+  // the order no longer holds, every move is undone (the graph stays as restore left it).
+  std::vector<Move> moves;
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+    if (std::optional<Move> move = restore_placement(rewriter, *it, signature))
+      moves.push_back(*move);
+  const Graph& graph = rewriter.graph();
+  if (std::all_of(moves.begin(), moves.end(),
+                  [&](const Move& m) { return in_order(graph, m.node); }))
+    return;
+  for (auto it = moves.rbegin(); it != moves.rend(); ++it)
+    rewriter.move_before(it->node, it->old_next);
+}
+
+}  // namespace fxopt
