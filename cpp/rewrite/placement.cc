@@ -5,24 +5,12 @@
 #include <stdexcept>
 
 #include "rewrite/marks.h"
+#include "rewrite/record_fields.h"
 
 namespace fxopt {
 namespace {
 
-[[noreturn]] void malformed(const Arg& value) {
-  throw std::invalid_argument("malformed placement record: " + to_string(value));
-}
-
-const std::vector<Arg>& items(const Arg& value, size_t size = 0) {
-  const std::vector<Arg>* seq = value.sequence();
-  if (!seq || (size && seq->size() != size)) malformed(value);
-  return *seq;
-}
-
-const std::string& text(const Arg& value) {
-  if (!value.is<std::string>()) malformed(value);
-  return value.as<std::string>();
-}
+constexpr RecordFields kRecord{"placement"};
 
 Node* live(const Graph& graph, const Arg& name) {
   if (!name.is<std::string>()) return nullptr;
@@ -31,10 +19,10 @@ Node* live(const Graph& graph, const Arg& name) {
 }
 
 void restore_meta(Rewriter& rewriter, Node* node, const Arg& meta, std::string_view signature) {
-  for (const Arg& entry : items(meta)) {
-    const std::vector<Arg>& kv = items(entry, 2);
-    const Arg* current = node->meta().find(text(kv[0]));
-    if (!current || *current != kv[1]) rewriter.set_meta(node, text(kv[0]), kv[1]);
+  for (const Arg& entry : kRecord.items(meta)) {
+    const std::vector<Arg>& kv = kRecord.items(entry, 2);
+    const Arg* current = node->meta().find(kRecord.text(kv[0]));
+    if (!current || *current != kv[1]) rewriter.set_meta(node, kRecord.text(kv[0]), kv[1]);
   }
   // What the reversed transformation left on the node before erasing it is undone with it.
   if (reversal_record(*node, signature)) clear_reversal_record(rewriter, node, signature);
@@ -58,11 +46,12 @@ struct Move {
 // Moves the node `placement` names back before its anchor, if reverse recreated it.
 std::optional<Move> restore_placement(Rewriter& rewriter, const Arg& placement,
                                       std::string_view signature) {
-  const std::vector<Arg>& fields = items(placement, 5);
+  const std::vector<Arg>& fields = kRecord.items(placement, 5);
   const Graph& graph = rewriter.graph();
   Node* node = live(graph, fields[0]);
-  std::optional<NodeKind> kind = parse_kind(text(fields[1]));
-  if (!node || !kind || !node->is(*kind, Symbol::intern(text(fields[2])))) return std::nullopt;
+  std::optional<NodeKind> kind = parse_kind(kRecord.text(fields[1]));
+  if (!node || !kind || !node->is(*kind, Symbol::intern(kRecord.text(fields[2]))))
+    return std::nullopt;
   restore_meta(rewriter, node, fields[4], signature);
   Node* anchor = live(graph, fields[3]);
   if (!anchor || anchor == node || node->next() == anchor) return std::nullopt;
@@ -84,7 +73,7 @@ Arg capture_placement(const Node& node, uint64_t first_new_id) {
 }
 
 void restore_placements(Rewriter& rewriter, const Arg& placements, std::string_view signature) {
-  const std::vector<Arg>& entries = items(placements);
+  const std::vector<Arg>& entries = kRecord.items(placements);
   // Each move may leave a node before the users the next moves have yet to put back, so order
   // is checked once all are done; if reverse recreated some nodes elsewhere, or not at all, and
   // the order no longer holds, every move is undone (the graph stays as restore left it).

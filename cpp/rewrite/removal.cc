@@ -4,24 +4,12 @@
 #include <stdexcept>
 
 #include "rewrite/capture.h"
+#include "rewrite/record_fields.h"
 
 namespace fxopt {
 namespace {
 
-[[noreturn]] void malformed(const Arg& value) {
-  throw std::invalid_argument("malformed removal record: " + to_string(value));
-}
-
-const std::vector<Arg>& items(const Arg& value, size_t size = 0) {
-  const std::vector<Arg>* seq = value.sequence();
-  if (!seq || (size && seq->size() != size)) malformed(value);
-  return *seq;
-}
-
-const std::string& text(const Arg& value) {
-  if (!value.is<std::string>()) malformed(value);
-  return value.as<std::string>();
-}
+constexpr RecordFields kRecord{"removal"};
 
 Node* live_node(const Graph& graph, const std::string& name, const std::string& restoring,
                 const char* role) {
@@ -60,20 +48,20 @@ Arg capture_removal(const Node& node) {
 }
 
 Node* restore_removal(Rewriter& rewriter, const Arg& captured) {
-  const std::vector<Arg>& fields = items(captured, 5);
-  const std::vector<Arg>& node_fields = items(fields[0], 6);
-  const std::string& name = text(node_fields[2]);
+  const std::vector<Arg>& fields = kRecord.items(captured, 5);
+  const std::vector<Arg>& node_fields = kRecord.items(fields[0], 6);
+  const std::string& name = kRecord.text(node_fields[2]);
   const Graph& graph = rewriter.graph();
 
-  const std::vector<Arg>& ref_names = items(fields[3]);
-  if (ref_names.empty()) malformed(fields[3]);
+  const std::vector<Arg>& ref_names = kRecord.items(fields[3]);
+  if (ref_names.empty()) kRecord.malformed(fields[3]);
   std::vector<Node*> refs{nullptr};  // refs[0] is the node itself, recreated below
   for (size_t i = 1; i < ref_names.size(); ++i)
-    refs.push_back(live_node(graph, text(ref_names[i]), name, "the node"));
+    refs.push_back(live_node(graph, kRecord.text(ref_names[i]), name, "the node"));
   std::vector<std::pair<Node*, const std::vector<Arg>*>> users;
-  for (const Arg& user : items(fields[4])) {
-    const std::vector<Arg>& u = items(user, 3);
-    users.emplace_back(live_node(graph, text(u[0]), name, "its user"), &u);
+  for (const Arg& user : kRecord.items(fields[4])) {
+    const std::vector<Arg>& u = kRecord.items(user, 3);
+    users.emplace_back(live_node(graph, kRecord.text(u[0]), name, "its user"), &u);
   }
 
   Node* anchor =
@@ -85,14 +73,14 @@ Node* restore_removal(Rewriter& rewriter, const Arg& captured) {
   }
   Node* node = rebuild_nodes(rewriter, anchor, Tuple{{fields[0]}}, refs).at(0);
   refs[0] = node;
-  for (const Arg& entry : items(fields[1])) {
-    const std::vector<Arg>& kv = items(entry, 2);
-    rewriter.set_meta(node, text(kv[0]), kv[1]);
+  for (const Arg& entry : kRecord.items(fields[1])) {
+    const std::vector<Arg>& kv = kRecord.items(entry, 2);
+    rewriter.set_meta(node, kRecord.text(kv[0]), kv[1]);
   }
   for (const auto& [user, u] : users) {
     Arg args = rebuild_value(rewriter, user, (*u)[1], refs);
     Arg kwargs = rebuild_value(rewriter, user, (*u)[2], refs);
-    if (!args.is<Tuple>() || !kwargs.is<Dict>()) malformed(captured);
+    if (!args.is<Tuple>() || !kwargs.is<Dict>()) kRecord.malformed(captured);
     rewriter.set_inputs(user, args.as<Tuple>().items, kwargs.as<Dict>());
   }
   return node;
