@@ -5,5 +5,6 @@
   verify, time, save) and its report.
 * `timing`: interleaved latency rounds and speedups (also used by `bench/latency.py`).
 * `save`: `--save`, a `.pt2` ExportedProgram or a pickled GraphModule.
+* `errors`: `CliError`, and every failure rendered as one line.
 * `models`: bundled models, config files, model directories, `file.py:factory`, and their inputs.
 """
