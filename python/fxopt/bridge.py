@@ -328,14 +328,31 @@ _REQUIRED = object()
 
 
 def _lookup(root: torch.nn.Module, path: str, default: Any = _REQUIRED) -> Any:
+    """`root`'s attribute at a dotted path ("" is `root`), as getattr would find it."""
     obj: Any = root
-    for part in path.split("."):
-        obj = getattr(obj, part, _REQUIRED)
+    for part in path.split(".") if path else ():
+        obj = _child(obj, part)
         if obj is _REQUIRED:
             if default is _REQUIRED:
                 raise AttributeError(f"the GraphModule has no attribute '{path}'")
             return default
     return obj
+
+
+def _child(obj: Any, name: str) -> Any:
+    """getattr(obj, name, _REQUIRED), reading a module's tables directly: nn.Module finds them
+    only in its __getattr__ fallback, after a failed lookup, several times slower on the
+    thousands of paths a large graph names. Names the class defines go through getattr, as
+    its attributes come first there."""
+    if isinstance(obj, torch.nn.Module) and not hasattr(type(obj), name):
+        state = obj.__dict__
+        if name in state:
+            return state[name]
+        for table in (state["_parameters"], state["_buffers"], state["_modules"]):
+            if name in table:
+                return table[name]
+        return _REQUIRED
+    return getattr(obj, name, _REQUIRED)
 
 
 class _Replay:
@@ -406,14 +423,14 @@ class _Replay:
         self.undo_steps.append(lambda: old_next.prepend(node))
 
     def _set_module(self, edit: _core.Edit) -> None:
-        module = _copy_module(self.gm.get_submodule(edit.like), edit.module_type)
+        module = _copy_module(_lookup(self.gm, edit.like), edit.module_type)
         # Plain values only (the core has no others): straight into the instance dict, as
         # nn.Module.__setattr__ would put them, without its checks of every table.
         for name, value in edit.attributes.items():
             module.__dict__[name] = tuple(value) if isinstance(value, list) else value
         for name, info in edit.tensors.items():
             self._store(module, name, info)
-        self._edit_slot(edit.path, lambda parent, name: setattr(parent, name, module))
+        self._edit_slot(edit.path, lambda parent, name: _put_module(parent, name, module))
 
     def _remove_slot(self, edit: _core.Edit) -> None:
         self._edit_slot(edit.path, delattr)
@@ -435,7 +452,7 @@ class _Replay:
 
     def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
         parent_path, _, name = path.rpartition(".")
-        parent = self.gm.get_submodule(parent_path)
+        parent = _lookup(self.gm, parent_path)
         self.undo_steps.append(_slot_restorer(parent, name))
         edit(parent, name)
 
@@ -487,6 +504,16 @@ def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
         node.op = op
     if node.target is not target:
         node.target = target
+
+
+def _put_module(parent: torch.nn.Module, name: str, module: torch.nn.Module) -> None:
+    """setattr(parent, name, module); replacing a submodule (the common case: a pass swaps a
+    module for its changed copy) goes straight into the table, without nn.Module.__setattr__'s
+    search of every table, unless a global registration hook wants to see it."""
+    if name in parent._modules and not getattr(torch.nn.modules.module, "_global_module_registration_hooks", None):
+        parent._modules[name] = module
+    else:
+        setattr(parent, name, module)
 
 
 def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
