@@ -116,6 +116,15 @@ class PassReport:
         return cls(name, list(result.changed), [(s.node, s.reason) for s in result.skipped])
 
 
+@dataclass
+class _ModuleState:
+    paths: list[str]
+    objects: list[object]
+    tensors: list[object]
+    """What the GraphModule holds of what the engine knows: the tensors a session kept between transformations may not
+    drop (None where a slot is empty)."""
+
+
 class Bridge:
     """One core session over one GraphModule."""
 
@@ -152,33 +161,35 @@ class Bridge:
             taken += [prefix + name for name in (*module._parameters, *module._buffers)]
         self.session.add_taken_paths(paths=taken)
 
-    def _module_state(self) -> tuple[list[str], list[object]]:
+    def _module_state(self) -> _ModuleState:
         """What the engine knows of the modules: every module path, and as objects compared by
         identity each module with its parameter and buffer names and tensors (the paths taken),
         the plain attributes of the modules it imported (``training`` flips on ``gm.eval()``)
         and the tensors get_attr nodes read (None where a pass removed one)."""
-        paths: list[str] = []
-        objects: list[object] = []
+        state = _ModuleState([], [], [])
+        objects, tensors = state.objects, state.tensors
         for path, module in self.gm.named_modules():
-            paths.append(path)
-            objects += (module, *module._parameters, *module._parameters.values())
-            objects += (*module._buffers, *module._buffers.values())
+            state.paths.append(path)
+            parameters, buffers = module._parameters, module._buffers
+            objects += (module, *parameters, *parameters.values(), *buffers, *buffers.values())
+            tensors += (*parameters.values(), *buffers.values())
             if path in self._imported_modules:
                 values = module.__dict__
                 objects += [values.get(name) for name in MODULE_ATTRIBUTES]
-        objects += [_lookup(self.gm, path, None) for path in self._imported_attributes]
-        return paths, objects
+        attributes = [_lookup(self.gm, path, None) for path in self._imported_attributes]
+        objects += attributes
+        tensors += attributes
+        return state
 
     def current(self) -> bool:
         """True if the GraphModule is still what the session last imported or synced."""
         if not self._in_step or not self.session.matches(root=self.gm.graph._root):
             return False
-        paths, objects = self._module_state()
-        old_paths, old_objects = self._state
+        now, then = self._module_state(), self._state
         return (
-            paths == old_paths
-            and len(objects) == len(old_objects)
-            and all(map(operator.is_, objects, old_objects))
+            now.paths == then.paths
+            and len(now.objects) == len(then.objects)
+            and all(map(operator.is_, now.objects, then.objects))
         )
 
     def _import_everything(self) -> None:
@@ -261,7 +272,7 @@ class Bridge:
         self._in_step = not replay.renamed
         self.session.snapshot(root=self.gm.graph._root)
         self._state = self._module_state()
-        self.tensors.retain(value for value in self._state[1] if isinstance(value, torch.Tensor))
+        self.tensors.retain(self._state.tensors)
         applied: set[str] = set()
         for node in self.gm.graph.nodes:
             applied.update(node.meta.get(MARKS_KEY, ()))
@@ -373,7 +384,11 @@ class _Replay:
 
     def _create(self, edit: _core.Edit) -> None:
         with self.graph.inserting_before(self.session.py_node(id=edit.anchor)):
-            node = self.graph.create_node(edit.op, edit.target, edit.args, edit.kwargs, name=edit.name)
+            node = self.graph.create_node(edit.op, edit.target, name=edit.name)
+        # Set afterwards: create_node scans its arguments for raw symbolic values with torch's
+        # generic pytree walk, which cost more than the rest of creating the node; the core's
+        # arguments are graph values and constants it read from fx nodes.
+        _set_inputs(node, edit.args, edit.kwargs)
         self.renamed |= node.name != edit.name
         self.session.bind(id=edit.node, fx_node=node)
         self.undo_steps.append(lambda: self.graph.erase_node(node))

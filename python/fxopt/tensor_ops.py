@@ -53,10 +53,10 @@ class TorchTensorOps:
         self._tensors[info.handle] = tensor
         self._handles[id(tensor)] = info.handle
 
-    def retain(self, live: Iterable[torch.Tensor]) -> None:
-        """Forgets every tensor but `live` (what the GraphModule still holds), so a session kept
-        between transformations does not keep the weights a pass replaced alive."""
-        keep = {id(tensor) for tensor in live}
+    def retain(self, live: Iterable[object]) -> None:
+        """Forgets every tensor but those in `live` (what the GraphModule still holds), so a
+        session kept between transformations does not keep the weights a pass replaced alive."""
+        keep = set(map(id, live))
         self._handles = {key: h for key, h in self._handles.items() if key in keep}
         self._tensors = {h: self._tensors[h] for h in self._handles.values()}
 
