@@ -39,6 +39,21 @@ def tiny_bert_config(**overrides: Any) -> transformers.BertConfig:
     return transformers.BertConfig(**(defaults | overrides))
 
 
+def tiny_seq2seq_config(config_class: type[transformers.PretrainedConfig]) -> Any:
+    """A two-layer encoder-decoder config (BART, Pegasus, Marian... share these names)."""
+    return config_class(
+        vocab_size=100,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+    )
+
+
 def tiny_gpt2_config(**overrides: Any) -> transformers.GPT2Config:
     # Special token ids must lie inside the tiny vocabulary.
     defaults: dict[str, Any] = dict(

@@ -184,6 +184,33 @@ def test_an_attached_session_does_not_keep_its_graph_module_alive() -> None:
     assert ref() is None
 
 
+class Shadowing(nn.Module):
+    """A class attribute named like a parameter: getattr finds the class attribute first."""
+
+    scale = 2.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(2, 2)
+        self.register_buffer("stat", torch.ones(2))
+        self._parameters["scale"] = nn.Parameter(torch.zeros(1))
+        self.label = "plain"
+
+
+def test_attribute_lookup_finds_what_getattr_finds() -> None:
+    root = nn.Sequential(Shadowing())
+    paths = ["", "0", "0.inner", "0.inner.weight", "0.stat", "0.scale", "0.label", "0.training", "0.forward"]
+    for path in paths:
+        expected: object = root
+        for part in path.split(".") if path else ():
+            expected = getattr(expected, part)
+        found = fxopt.bridge._lookup(root, path)
+        assert found is expected or (callable(found) and found == expected), path
+    assert fxopt.bridge._lookup(root, "0.missing", None) is None
+    with pytest.raises(AttributeError, match="'0.inner.nothing'"):
+        fxopt.bridge._lookup(root, "0.inner.nothing")
+
+
 def test_every_edit_kind_has_a_replay_step() -> None:
     assert set(fxopt.engine.bridge._REPLAY) == set(fxopt._core.EditKind)
 

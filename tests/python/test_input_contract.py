@@ -16,7 +16,7 @@ import torch
 import transformers
 
 import fxopt
-from conftest import build_model
+from conftest import build_model, tiny_seq2seq_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -29,17 +29,7 @@ def trace_quietly(model: torch.nn.Module, **kwargs: object) -> torch.fx.GraphMod
 
 @pytest.fixture(scope="module")
 def pegasus() -> transformers.PegasusModel:
-    config = transformers.PegasusConfig(
-        vocab_size=100,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-    )
+    config = tiny_seq2seq_config(transformers.PegasusConfig)
     return build_model(transformers.PegasusModel, config)
 
 

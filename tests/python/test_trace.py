@@ -16,7 +16,7 @@ import fxopt
 from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
-from conftest import build_model, tiny_bert_config, token_inputs
+from conftest import build_model, tiny_bert_config, tiny_seq2seq_config, token_inputs
 
 
 class ConvNet(nn.Module):
@@ -364,17 +364,7 @@ def test_auto_fallback_on_a_plain_module_uses_example_inputs() -> None:
 
 
 def test_default_inputs_of_an_encoder_decoder_model_are_traced() -> None:
-    config = transformers.BartConfig(
-        vocab_size=100,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-    )
+    config = tiny_seq2seq_config(transformers.BartConfig)
     model = build_model(transformers.BartModel, config)
     assert default_input_names(model) == ["input_ids", "attention_mask", "decoder_input_ids"]
     traced = fxopt.trace(model, mode="export")

@@ -116,6 +116,15 @@ class PassReport:
         return cls(name, list(result.changed), [(s.node, s.reason) for s in result.skipped])
 
 
+@dataclass
+class _ModuleState:
+    paths: list[str]
+    objects: list[object]
+    tensors: list[object]
+    """What the GraphModule holds of what the engine knows: the tensors a session kept between transformations may not
+    drop (None where a slot is empty)."""
+
+
 class Bridge:
     """One core session over one GraphModule."""
 
@@ -152,33 +161,35 @@ class Bridge:
             taken += [prefix + name for name in (*module._parameters, *module._buffers)]
         self.session.add_taken_paths(paths=taken)
 
-    def _module_state(self) -> tuple[list[str], list[object]]:
+    def _module_state(self) -> _ModuleState:
         """What the engine knows of the modules: every module path, and as objects compared by
         identity each module with its parameter and buffer names and tensors (the paths taken),
         the plain attributes of the modules it imported (``training`` flips on ``gm.eval()``)
         and the tensors get_attr nodes read (None where a pass removed one)."""
-        paths: list[str] = []
-        objects: list[object] = []
+        state = _ModuleState([], [], [])
+        objects, tensors = state.objects, state.tensors
         for path, module in self.gm.named_modules():
-            paths.append(path)
-            objects += (module, *module._parameters, *module._parameters.values())
-            objects += (*module._buffers, *module._buffers.values())
+            state.paths.append(path)
+            parameters, buffers = module._parameters, module._buffers
+            objects += (module, *parameters, *parameters.values(), *buffers, *buffers.values())
+            tensors += (*parameters.values(), *buffers.values())
             if path in self._imported_modules:
                 values = module.__dict__
                 objects += [values.get(name) for name in MODULE_ATTRIBUTES]
-        objects += [_lookup(self.gm, path, None) for path in self._imported_attributes]
-        return paths, objects
+        attributes = [_lookup(self.gm, path, None) for path in self._imported_attributes]
+        objects += attributes
+        tensors += attributes
+        return state
 
     def current(self) -> bool:
         """True if the GraphModule is still what the session last imported or synced."""
         if not self._in_step or not self.session.matches(root=self.gm.graph._root):
             return False
-        paths, objects = self._module_state()
-        old_paths, old_objects = self._state
+        now, then = self._module_state(), self._state
         return (
-            paths == old_paths
-            and len(objects) == len(old_objects)
-            and all(map(operator.is_, objects, old_objects))
+            now.paths == then.paths
+            and len(now.objects) == len(then.objects)
+            and all(map(operator.is_, now.objects, then.objects))
         )
 
     def _import_everything(self) -> None:
@@ -261,7 +272,7 @@ class Bridge:
         self._in_step = not replay.renamed
         self.session.snapshot(root=self.gm.graph._root)
         self._state = self._module_state()
-        self.tensors.retain(value for value in self._state[1] if isinstance(value, torch.Tensor))
+        self.tensors.retain(self._state.tensors)
         applied: set[str] = set()
         for node in self.gm.graph.nodes:
             applied.update(node.meta.get(MARKS_KEY, ()))
@@ -328,14 +339,31 @@ _REQUIRED = object()
 
 
 def _lookup(root: torch.nn.Module, path: str, default: Any = _REQUIRED) -> Any:
+    """`root`'s attribute at a dotted path ("" is `root`), as getattr would find it."""
     obj: Any = root
-    for part in path.split("."):
-        obj = getattr(obj, part, _REQUIRED)
+    for part in path.split(".") if path else ():
+        obj = _child(obj, part)
         if obj is _REQUIRED:
             if default is _REQUIRED:
                 raise AttributeError(f"the GraphModule has no attribute '{path}'")
             return default
     return obj
+
+
+def _child(obj: Any, name: str) -> Any:
+    """getattr(obj, name, _REQUIRED), reading a module's tables directly: nn.Module finds them
+    only in its __getattr__ fallback, after a failed lookup, several times slower on the
+    thousands of paths a large graph names. Names the class defines go through getattr, as
+    its attributes come first there."""
+    if isinstance(obj, torch.nn.Module) and not hasattr(type(obj), name):
+        state = obj.__dict__
+        if name in state:
+            return state[name]
+        for table in (state["_parameters"], state["_buffers"], state["_modules"]):
+            if name in table:
+                return table[name]
+        return _REQUIRED
+    return getattr(obj, name, _REQUIRED)
 
 
 class _Replay:
@@ -356,7 +384,11 @@ class _Replay:
 
     def _create(self, edit: _core.Edit) -> None:
         with self.graph.inserting_before(self.session.py_node(id=edit.anchor)):
-            node = self.graph.create_node(edit.op, edit.target, edit.args, edit.kwargs, name=edit.name)
+            node = self.graph.create_node(edit.op, edit.target, name=edit.name)
+        # Set afterwards: create_node scans its arguments for raw symbolic values with torch's
+        # generic pytree walk, which cost more than the rest of creating the node; the core's
+        # arguments are graph values and constants it read from fx nodes.
+        _set_inputs(node, edit.args, edit.kwargs)
         self.renamed |= node.name != edit.name
         self.session.bind(id=edit.node, fx_node=node)
         self.undo_steps.append(lambda: self.graph.erase_node(node))
@@ -406,14 +438,14 @@ class _Replay:
         self.undo_steps.append(lambda: old_next.prepend(node))
 
     def _set_module(self, edit: _core.Edit) -> None:
-        module = _copy_module(self.gm.get_submodule(edit.like), edit.module_type)
+        module = _copy_module(_lookup(self.gm, edit.like), edit.module_type)
         # Plain values only (the core has no others): straight into the instance dict, as
         # nn.Module.__setattr__ would put them, without its checks of every table.
         for name, value in edit.attributes.items():
             module.__dict__[name] = tuple(value) if isinstance(value, list) else value
         for name, info in edit.tensors.items():
             self._store(module, name, info)
-        self._edit_slot(edit.path, lambda parent, name: setattr(parent, name, module))
+        self._edit_slot(edit.path, lambda parent, name: _put_module(parent, name, module))
 
     def _remove_slot(self, edit: _core.Edit) -> None:
         self._edit_slot(edit.path, delattr)
@@ -435,7 +467,7 @@ class _Replay:
 
     def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
         parent_path, _, name = path.rpartition(".")
-        parent = self.gm.get_submodule(parent_path)
+        parent = _lookup(self.gm, parent_path)
         self.undo_steps.append(_slot_restorer(parent, name))
         edit(parent, name)
 
@@ -487,6 +519,16 @@ def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
         node.op = op
     if node.target is not target:
         node.target = target
+
+
+def _put_module(parent: torch.nn.Module, name: str, module: torch.nn.Module) -> None:
+    """setattr(parent, name, module); replacing a submodule (the common case: a pass swaps a
+    module for its changed copy) goes straight into the table, without nn.Module.__setattr__'s
+    search of every table, unless a global registration hook wants to see it."""
+    if name in parent._modules and not getattr(torch.nn.modules.module, "_global_module_registration_hooks", None):
+        parent._modules[name] = module
+    else:
+        setattr(parent, name, module)
 
 
 def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:

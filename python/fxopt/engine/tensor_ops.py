@@ -7,6 +7,7 @@ contiguous tensor, so results never alias the caller's parameters.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +22,11 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# A graph registers thousands of tensors of a few dtypes and devices: name each once.
+_dtype_name = functools.cache(dtype_name)
+_device_name = functools.cache(str)
+
+
 class TorchTensorOps:
     def __init__(self) -> None:
         self._tensors: dict[int, torch.Tensor] = {}
@@ -33,12 +39,14 @@ class TorchTensorOps:
             handle = next(self._next)
             self._tensors[handle] = tensor
             self._handles[id(tensor)] = handle
+        kind = type(tensor)  # Parameter's isinstance goes through a Python metaclass hook
         return _core.TensorInfo(
             shape=list(tensor.shape),
-            dtype=dtype_name(tensor.dtype),
-            device=str(tensor.device),
+            dtype=_dtype_name(tensor.dtype),
+            device=_device_name(tensor.device),
             requires_grad=tensor.requires_grad,
-            is_parameter=isinstance(tensor, torch.nn.Parameter),
+            is_parameter=kind is torch.nn.Parameter
+            or (kind is not torch.Tensor and isinstance(tensor, torch.nn.Parameter)),
             handle=handle,
         )
 
@@ -53,10 +61,10 @@ class TorchTensorOps:
         self._tensors[info.handle] = tensor
         self._handles[id(tensor)] = info.handle
 
-    def retain(self, live: Iterable[torch.Tensor]) -> None:
-        """Forgets every tensor but `live` (what the GraphModule still holds), so a session kept
-        between transformations does not keep the weights a pass replaced alive."""
-        keep = {id(tensor) for tensor in live}
+    def retain(self, live: Iterable[object]) -> None:
+        """Forgets every tensor but those in `live` (what the GraphModule still holds), so a
+        session kept between transformations does not keep the weights a pass replaced alive."""
+        keep = set(map(id, live))
         self._handles = {key: h for key, h in self._handles.items() if key in keep}
         self._tensors = {h: self._tensors[h] for h in self._handles.values()}
 
