@@ -204,11 +204,11 @@ def test_attribute_lookup_finds_what_getattr_finds() -> None:
         expected: object = root
         for part in path.split(".") if path else ():
             expected = getattr(expected, part)
-        found = fxopt.bridge._lookup(root, path)
+        found = fxopt.engine.bridge._lookup(root, path)
         assert found is expected or (callable(found) and found == expected), path
-    assert fxopt.bridge._lookup(root, "0.missing", None) is None
+    assert fxopt.engine.bridge._lookup(root, "0.missing", None) is None
     with pytest.raises(AttributeError, match="'0.inner.nothing'"):
-        fxopt.bridge._lookup(root, "0.inner.nothing")
+        fxopt.engine.bridge._lookup(root, "0.inner.nothing")
 
 
 def test_every_edit_kind_has_a_replay_step() -> None:
