@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from fxopt import hardware
+from fxopt.optimization import hardware
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PACKAGES = ("torch", "transformers", "optimum", "onnxruntime", "onnx", "fxopt")
@@ -28,7 +28,7 @@ def machine_description() -> list[str]:
     """Markdown bullet lines: CPU, cores, memory, threads, fast paths, package versions, current load."""
     lines = [
         f"- CPU: {_cpu_model()}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
-        f"- fxopt.hardware: {hardware.describe()}",
+        f"- fxopt.optimization.hardware: {hardware.describe()}",
         f"- memory: {_memory_gib():.0f} GiB; OS: {platform.platform()}; Python {platform.python_version()}",
         "- packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES),
         f"- load average at start: {_load()}",

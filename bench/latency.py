@@ -2,13 +2,13 @@
 
 For each model, batch size and thread count, every variant below is prepared from the same
 eager float32 model and then all are timed side by side on the same inputs, in interleaved
-rounds (`fxopt.cli.measure_latency`: one call of each per round, warm-up rounds excluded), so
+rounds (`fxopt.cli.timing.measure_latency`: one call of each per round, warm-up rounds excluded), so
 background load on a shared machine hits them alike and the times of one round pair up.
 
 Variants (`--variants`):
 
 * eager: the transformers model as loaded, float32; the reference of every speedup and error.
-* fxopt-default, fxopt-fast: `fxopt.trace`, then the preset's passes (`fxopt.presets`).
+* fxopt-default, fxopt-fast: `fxopt.trace`, then the preset's passes (`fxopt.optimization.presets`).
   Preparation = trace + passes; "fxopt s" is fxopt's own part of it: one `compose(...)(gm)`
   call (import into the engine, passes, sync back, lint and recompile).
 * fxopt-int8, fxopt-int8-cal: `default` with the opt-in `QuantizeLinearsInt8` (per-token int8
@@ -75,10 +75,11 @@ from torch import nn
 from torch.fx import GraphModule
 
 import fxopt
-from fxopt import models, presets
-from fxopt.cli import Latency, Speedup, _outcome, measure_latency
-from fxopt.optimization import QuantizeLinearsInt8, Transformation, compose
-from fxopt.verify import cosine_similarity
+from fxopt.cli import models
+from fxopt.cli.optimize import _outcome
+from fxopt.cli.timing import Latency, Speedup, measure_latency
+from fxopt.optimization import QuantizeLinearsInt8, Transformation, compose, presets
+from fxopt.verification.verify import cosine_similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_description, markdown_table, write_result  # noqa: E402

@@ -48,7 +48,7 @@ from torch.fx import GraphModule
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import fxopt.optimization as fxopt_optimization
-from fxopt.bridge import attached, detach, paused_gc
+from fxopt.engine.bridge import attached, detach, paused_gc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_description, markdown_table, peak_memory, write_result  # noqa: E402

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .compile_backend import register as _register_compile_backend
-from .optimize_model import optimize
-from .presets import preset
-from .tracing import trace
-from .verify import VerifyReport, verify
+from .optimization.compile_backend import register as _register_compile_backend
+from .optimization.optimize import optimize
+from .optimization.presets import preset
+from .tracing.trace import trace
+from .verification.verify import VerifyReport, verify
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 

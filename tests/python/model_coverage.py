@@ -38,12 +38,12 @@ from torch import nn
 from torch.fx import GraphModule
 
 from fxopt import _core, optimization
-from fxopt.bridge import Bridge
-from fxopt.dummy_inputs import Inputs, build_dummy_inputs, default_input_names
-from fxopt.models import minilm_dir
+from fxopt.cli.models import minilm_dir
+from fxopt.engine.bridge import Bridge
+from fxopt.tracing.dummy_inputs import Inputs, build_dummy_inputs, default_input_names
 from fxopt.optimization import BuiltinTransformation, compose
-from fxopt.tracing import TRACE_META_KEY, TraceError, TraceInfo, TraceWarning, describe_failure, trace
-from fxopt.verify import VerifyReport, verify
+from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceInfo, TraceWarning, describe_failure, trace
+from fxopt.verification.verify import VerifyReport, verify
 
 Stage = Literal["build", "trace", "traced vs eager", "round-trip", "pipeline", "optimized vs eager"]
 

@@ -20,7 +20,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
 import fxopt._core
-import fxopt.bridge
+import fxopt.engine.bridge
 from fxopt.optimization import (
     ChangeTrueDivToMulByInverse,
     FuseBatchNorm1dInLinear,
@@ -79,8 +79,8 @@ def counts(gm: GraphModule, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
 
         return wrapper
 
-    monkeypatch.setattr(fxopt.bridge.Bridge, "__init__", counting("import", fxopt.bridge.Bridge.__init__))
-    monkeypatch.setattr(fxopt.bridge._Replay, "__init__", counting("replay", fxopt.bridge._Replay.__init__))
+    monkeypatch.setattr(fxopt.engine.bridge.Bridge, "__init__", counting("import", fxopt.engine.bridge.Bridge.__init__))
+    monkeypatch.setattr(fxopt.engine.bridge._Replay, "__init__", counting("replay", fxopt.engine.bridge._Replay.__init__))
     monkeypatch.setattr(GraphModule, "recompile", counting("recompile", GraphModule.recompile))
     yield counted
 
@@ -163,7 +163,7 @@ def test_a_failing_pass_detaches_the_engine_graph() -> None:
     node.meta["fxopt_reversal"] = ((t.signature, (("target", "_operator.truediv"),)),)
     with pytest.raises(fxopt._core.PassError):
         t(gm, reverse=True)
-    assert fxopt.bridge._ATTACHED not in gm.graph.__dict__
+    assert fxopt.engine.bridge._ATTACHED not in gm.graph.__dict__
 
 
 def test_a_deep_copy_does_not_share_the_engine_graph() -> None:
@@ -171,8 +171,8 @@ def test_a_deep_copy_does_not_share_the_engine_graph() -> None:
 
     gm = _gm()
     ChangeTrueDivToMulByInverse()(gm)
-    assert fxopt.bridge._ATTACHED in gm.graph.__dict__
-    assert fxopt.bridge._ATTACHED not in copy.deepcopy(gm).graph.__dict__
+    assert fxopt.engine.bridge._ATTACHED in gm.graph.__dict__
+    assert fxopt.engine.bridge._ATTACHED not in copy.deepcopy(gm).graph.__dict__
 
 
 def test_an_attached_session_does_not_keep_its_graph_module_alive() -> None:
@@ -204,15 +204,15 @@ def test_attribute_lookup_finds_what_getattr_finds() -> None:
         expected: object = root
         for part in path.split(".") if path else ():
             expected = getattr(expected, part)
-        found = fxopt.bridge._lookup(root, path)
+        found = fxopt.engine.bridge._lookup(root, path)
         assert found is expected or (callable(found) and found == expected), path
-    assert fxopt.bridge._lookup(root, "0.missing", None) is None
+    assert fxopt.engine.bridge._lookup(root, "0.missing", None) is None
     with pytest.raises(AttributeError, match="'0.inner.nothing'"):
-        fxopt.bridge._lookup(root, "0.inner.nothing")
+        fxopt.engine.bridge._lookup(root, "0.inner.nothing")
 
 
 def test_every_edit_kind_has_a_replay_step() -> None:
-    assert set(fxopt.bridge._REPLAY) == set(fxopt._core.EditKind)
+    assert set(fxopt.engine.bridge._REPLAY) == set(fxopt._core.EditKind)
 
 
 def test_the_stub_is_what_stubgen_generates(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ import pytest
 import torch
 from rich.console import Console
 
-from fxopt import cli, hardware, presets
+from fxopt.cli import main, optimize, save, timing
+from fxopt.optimization import hardware, presets
 
 TINY_BERT = {
     "model_type": "bert",
@@ -209,7 +210,7 @@ def test_optimize_factory_writes_json_and_a_standalone_artifact(workdir: Path) -
 
 
 def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
-    from fxopt.models import load_model
+    from fxopt.cli.models import load_model
 
     artifact, report_path = workdir / "bert.pt", workdir / "bert.json"
     options = ["--mode", "export", "--batch", "3", "--seq", "10", "--verify"]
@@ -235,7 +236,7 @@ def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
 
 
 def test_optimize_saves_a_pt2_that_runs_with_torch_alone(workdir: Path) -> None:
-    from fxopt.models import load_model
+    from fxopt.cli.models import load_model
 
     artifact, report_path = workdir / "bert.pt2", workdir / "bert_pt2.json"
     result = fxopt(
@@ -291,7 +292,7 @@ def test_nothing_changed_is_said_and_not_timed(workdir: Path) -> None:
     assert "median ms" not in result.stdout and "timing eager" not in result.stdout  # no latency table
     report = json.loads(report_path.read_text())
     assert report["passes"][0]["changed"] == []
-    assert report["bench"] == {"skipped": cli.NOTHING_CHANGED}
+    assert report["bench"] == {"skipped": optimize.NOTHING_CHANGED}
 
 
 class FakeClock:
@@ -315,7 +316,7 @@ class FakeClock:
 def fake_bench(eager_ms: list[float], optimized_ms: list[float], warmup: int) -> tuple[dict[str, Any], str]:
     clock = FakeClock()
     console = Console(file=io.StringIO(), width=200)
-    result = cli._bench(
+    result = timing.bench(
         console,
         clock.model(eager_ms),  # type: ignore[arg-type]
         clock.model(optimized_ms),  # type: ignore[arg-type]
@@ -359,7 +360,7 @@ def test_separated_spreads_print_the_speedup_with_its_per_round_range() -> None:
 def test_timing_budget_stops_after_the_minimum_rounds() -> None:
     clock = FakeClock()
     eager = clock.model([1.0] * 20)
-    latencies = cli.measure_latency(
+    latencies = timing.measure_latency(
         {"eager": eager}, (torch.zeros(1),), 0, 20, clock=clock, budget_s=0.0, min_repeats=3
     )
     assert latencies["eager"].runs == 3
@@ -371,7 +372,7 @@ def run_in_process(*arguments: str | Path) -> tuple[int, str, str]:
     old = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr
     try:
-        code = cli.main([str(argument) for argument in arguments])
+        code = main.main([str(argument) for argument in arguments])
     finally:
         sys.stdout, sys.stderr = old
     return code, stdout.getvalue(), stderr.getvalue()
@@ -477,7 +478,7 @@ def test_a_torch_save_failure_is_reported_in_fxopts_words(
     def refuse(obj: object, path: object) -> None:
         raise RuntimeError("cannot pickle 'PyCapsule' object\nmore detail")
 
-    monkeypatch.setattr(cli.torch, "save", refuse)
+    monkeypatch.setattr(save.torch, "save", refuse)
     code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--save", workdir / "m.pt")
     assert code != 0
     line = stderr.strip()

@@ -14,7 +14,7 @@ import transformers
 
 import fxopt
 from conftest import build_model, tiny_bert_config, token_inputs
-from fxopt.compile_backend import CompiledGraph, fxopt_backend
+from fxopt.optimization.compile_backend import CompiledGraph, fxopt_backend
 from norm_models import tiny_resnet
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")

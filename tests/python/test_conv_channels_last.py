@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fxopt.cli import save
+from fxopt.cli.save import save
 from fxopt.optimization import ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, compose
 from norm_models import (
     DIALECTS,

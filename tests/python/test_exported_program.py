@@ -14,9 +14,9 @@ from torch import nn
 
 import fxopt
 from conftest import build_model, tiny_bert_config, tiny_gpt2_config, token_inputs
-from fxopt.exported import savable, save_pt2
+from fxopt.optimization.exported import savable, save_pt2
 from fxopt.optimization import compose
-from fxopt.presets import build_all, preset_passes
+from fxopt.optimization.presets import build_all, preset_passes
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -13,7 +13,7 @@ import torch.fx
 from torch.fx import GraphModule
 
 import fxopt._core
-import fxopt.bridge
+import fxopt.engine.bridge
 import fxopt.optimization as fo
 from fxopt.optimization import (
     ChangeTrueDivToMulByInverse,
@@ -200,7 +200,7 @@ def test_compose_without_arguments_is_an_error() -> None:
 def test_compose_recompiles_once_and_syncs_once(monkeypatch: pytest.MonkeyPatch) -> None:
     gm = _gm()
     counts = {"recompile": 0, "sync": 0, "bridge": 0}
-    recompile, sync, init = GraphModule.recompile, fxopt.bridge.Bridge.sync, fxopt.bridge.Bridge.__init__
+    recompile, sync, init = GraphModule.recompile, fxopt.engine.bridge.Bridge.sync, fxopt.engine.bridge.Bridge.__init__
 
     def counting(name: str, fn):  # type: ignore[no-untyped-def]
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -209,8 +209,8 @@ def test_compose_recompiles_once_and_syncs_once(monkeypatch: pytest.MonkeyPatch)
         return wrapper
 
     monkeypatch.setattr(GraphModule, "recompile", counting("recompile", recompile))
-    monkeypatch.setattr(fxopt.bridge.Bridge, "sync", counting("sync", sync))
-    monkeypatch.setattr(fxopt.bridge.Bridge, "__init__", counting("bridge", init))
+    monkeypatch.setattr(fxopt.engine.bridge.Bridge, "sync", counting("sync", sync))
+    monkeypatch.setattr(fxopt.engine.bridge.Bridge, "__init__", counting("bridge", init))
     first, second = ChangeTrueDivToMulByInverse(), ChangeTrueDivToMulByInverse()
     compose(first, second, LintAndRecompile())(gm, lint_and_recompile=False)
     assert counts == {"recompile": 1, "sync": 1, "bridge": 1}
@@ -225,7 +225,7 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
     code = gm.code
     metas = [dict(n.meta) for n in gm.graph.nodes]
     calls = {"n": 0}
-    original = fxopt.bridge._REPLAY[fxopt._core.EditKind.SetMeta]
+    original = fxopt.engine.bridge._REPLAY[fxopt._core.EditKind.SetMeta]
 
     def fail_on_second(self, *args):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -233,7 +233,7 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
             raise RuntimeError("injected failure")
         return original(self, *args)
 
-    monkeypatch.setitem(fxopt.bridge._REPLAY, fxopt._core.EditKind.SetMeta, fail_on_second)
+    monkeypatch.setitem(fxopt.engine.bridge._REPLAY, fxopt._core.EditKind.SetMeta, fail_on_second)
     t = ChangeTrueDivToMulByInverse()
     with pytest.raises(RuntimeError, match="injected failure"):
         t(gm)

@@ -13,8 +13,8 @@ import transformers
 
 import fxopt
 from conftest import build_model, tiny_bert_config, token_inputs
-from fxopt.cli import save
-from fxopt.hardware import onednn_bfloat16_available, onednn_linear_available
+from fxopt.cli.save import save
+from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_linear_available
 from fxopt.optimization import ChangePrecision, FuseLinearActivationOneDnn
 from linear_models import assert_same_parameters, param_states
 

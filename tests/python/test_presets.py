@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import fxopt
-from fxopt import hardware, models, presets
-from fxopt.dummy_inputs import split_inputs
+from fxopt.cli import models
+from fxopt.optimization import hardware, presets
+from fxopt.tracing.dummy_inputs import split_inputs
 from fxopt.optimization import ChangePrecision
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

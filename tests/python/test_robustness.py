@@ -99,7 +99,7 @@ def test_reverse_after_save_and_load_says_why_it_cannot() -> None:
 
 
 def test_unknown_model_type_names_the_nearest_types(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from fxopt.models import ModelError, _from_config_file
+    from fxopt.cli.models import ModelError, _from_config_file
 
     path = tmp_path / "config.json"
     path.write_text('{"model_type": "brt"}')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from fxopt.bridge import Bridge
+from fxopt.engine.bridge import Bridge
 
 
 class Everything(torch.nn.Module):

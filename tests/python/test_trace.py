@@ -13,8 +13,8 @@ import transformers
 from torch import nn
 
 import fxopt
-from fxopt.dummy_inputs import build_dummy_inputs, default_input_names
-from fxopt.tracing import TRACE_META_KEY, TraceError, TraceWarning
+from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
+from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
 from conftest import build_model, tiny_bert_config, tiny_seq2seq_config, token_inputs
 

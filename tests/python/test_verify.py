@@ -13,7 +13,7 @@ import transformers
 from torch import nn
 
 import fxopt
-from fxopt.verify import VerifyRow, default_tolerance
+from fxopt.verification.verify import VerifyRow, default_tolerance
 
 from conftest import token_inputs
 

@@ -1,4 +1,13 @@
-"""Drop-in for ``optimum.fx.optimization``: the same names, the same call signatures."""
+"""Drop-in for ``optimum.fx.optimization``: the same names, the same call signatures.
+
+This package namespace exports the drop-in's names and nothing else. Its modules:
+
+* `transformation`, `builtin`, `compose`, `passes`: the transformations and how they run
+  (built-in ones in the C++ engine through `fxopt.engine`).
+* `presets` (`fxopt.preset`), `hardware`: named pass lists, picked for this machine.
+* `optimize` (`fxopt.optimize`), `exported` (ExportedProgram in and out, `.pt2`),
+  `compile_backend` (`torch.compile(backend="fxopt")`): the one-call paths that apply a preset.
+"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Sequence
 from torch.fx import GraphModule
 
 from .. import _core
-from ..bridge import PassReport, attached, detach, paused_gc
+from ..engine.bridge import PassReport, attached, detach, paused_gc
 from .transformation import ReversibleTransformation
 
 TransformationError = _core.PassError

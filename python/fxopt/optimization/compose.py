@@ -6,7 +6,7 @@ import copy
 
 from torch.fx import GraphModule
 
-from ..bridge import adopt_bridge
+from ..engine.bridge import adopt_bridge
 from .builtin import BuiltinTransformation, run_builtin
 from .transformation import (
     ReversibleTransformation,

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from ..hardware import onednn_bfloat16_available, onednn_linear_available
-from ..dummy_inputs import Inputs
-from ..tensor_ops import dtype_name
-from ..verify import verify
+from .hardware import onednn_bfloat16_available, onednn_linear_available
+from ..tracing.dummy_inputs import Inputs
+from ..engine.tensor_ops import dtype_name
+from ..verification.verify import verify
 from .builtin import BuiltinTransformation
 
 

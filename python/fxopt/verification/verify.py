@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.utils._pytree as pytree
 
-from .dummy_inputs import Inputs, split_inputs
-from .tracing import register_cache_pytrees
+from ..tracing.dummy_inputs import Inputs, split_inputs
+from ..tracing.trace import register_cache_pytrees
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -71,7 +71,8 @@ TRACE_META_KEY = "fxopt_trace"
 _MODES: tuple[Mode, ...] = ("auto", "symbolic", "dynamo", "export")
 
 # Frames from these directories are machinery, not the operation that failed (see describe_failure).
-_MACHINERY_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+_FXOPT_DIR = os.path.dirname(os.path.dirname(__file__))
+_MACHINERY_DIRS = (os.path.dirname(torch.__file__) + os.sep, _FXOPT_DIR + os.sep)
 _STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
 _PACKAGE_DIRS = (
     sysconfig.get_paths()["purelib"] + os.sep,

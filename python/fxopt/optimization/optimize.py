@@ -9,10 +9,10 @@ from torch import nn
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
-from .dummy_inputs import Inputs
+from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
 from .presets import preset as build_preset
-from .tracing import Mode, trace
+from ..tracing.trace import Mode, trace
 
 
 @overload
@@ -47,14 +47,15 @@ def optimize(
 ) -> GraphModule | ExportedProgram:
     """The model traced (unless it is a GraphModule already) and optimized with `preset`.
 
-    `preset` is one of ``fxopt.presets.PRESETS`` (`default`, `fast`, `all-preserving`,
-    `aggressive`); its passes are picked for this machine. A GraphModule passed in is left as it
-    was: the result is a new one, which ``fxopt.preset(name)(result, reverse=True)`` restores.
-    `example_inputs`, `input_names` and `mode` go to :func:`fxopt.trace`.
+    `preset` is one of ``fxopt.optimization.presets.PRESETS`` (`default`, `fast`,
+    `all-preserving`, `aggressive`); its passes are picked for this machine. A GraphModule passed
+    in is left as it was: the result is a new one, which
+    ``fxopt.preset(name)(result, reverse=True)`` restores. `example_inputs`, `input_names` and
+    `mode` go to :func:`fxopt.trace`.
 
     An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
-    holds the optimized weights (`fxopt.exported`; passes whose output torch cannot save are
-    left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
+    holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
+    save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
     """
     if isinstance(model, ExportedProgram):
         return optimize_exported_program(model, preset)

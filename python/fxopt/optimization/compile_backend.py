@@ -31,10 +31,10 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from .bridge import detach
-from .optimization import compose
+from ..engine.bridge import detach
+from .compose import compose
 from .presets import PRESETS, build_all, preset_passes
-from .tracing import record_example_values
+from ..tracing.trace import record_example_values
 
 BACKEND_NAME = "fxopt"
 _OPTIONS = ("preset", "inductor")
@@ -51,9 +51,10 @@ def fxopt_backend(
 ) -> Callable[..., Any]:
     """The torch.compile backend: optimize Dynamo's graph with a preset, run it or Inductor's.
 
-    Options: ``preset`` (a name in ``fxopt.presets.PRESETS``, default ``"default"``) and
-    ``inductor`` (bool, default False: run the optimized graph eagerly; True: compile it with
-    Inductor, leaving out the preset's passes Inductor does itself, `_LEFT_TO_INDUCTOR`).
+    Options: ``preset`` (a name in ``fxopt.optimization.presets.PRESETS``, default
+    ``"default"``) and ``inductor`` (bool, default False: run the optimized graph eagerly; True:
+    compile it with Inductor, leaving out the preset's passes Inductor does itself,
+    `_LEFT_TO_INDUCTOR`).
     """
     preset_name, inductor = _read_options(options)
     # Dynamo reads its graph's placeholders after the backend returns: edit a copy (cheap, as

@@ -29,7 +29,7 @@ import torch
 import torch.fx
 from torch.fx.node import _get_qualified_name
 
-from . import _core
+from .. import _core
 from .tensor_ops import TorchTensorOps
 
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).

@@ -24,8 +24,8 @@ from torch.fx import GraphModule
 from torch.fx.graph import _PyTreeCodeGen
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-from .dummy_inputs import varying_dims
-from .optimization import compose
+from ..tracing.dummy_inputs import varying_dims
+from .compose import compose
 from .presets import build_all, preset_passes
 
 UNSAVABLE = ("FuseLinearActivationOneDnn",)

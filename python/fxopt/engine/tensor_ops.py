@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from . import _core
+from .. import _core
 
 
 def dtype_name(dtype: torch.dtype) -> str:

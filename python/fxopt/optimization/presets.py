@@ -19,9 +19,12 @@ from typing import Any
 
 import torch
 
-from . import _core, hardware
-from . import optimization as optimization_module
-from .optimization import BuiltinTransformation, ComposeTransformation, Transformation, compose
+from .. import _core
+from .. import optimization as optimization_module
+from . import hardware
+from .builtin import BuiltinTransformation
+from .compose import ComposeTransformation, compose
+from .transformation import Transformation
 
 BUILTIN_DIALECTS = "module, aten"
 """Built-in passes match operations through the engine's op views, which recognise both the
@@ -133,7 +136,7 @@ class Preset:
     description: str
     passes: Callable[[], list[str]]
     """The pass specifications, computed on use: presets follow the registry as it grows and
-    pick kernels by what this machine supports (fxopt.hardware)."""
+    pick kernels by what this machine supports (`hardware`)."""
     accuracy: Accuracy | None = None
     """None for presets that preserve the computation (fxopt.verify's float32 tolerances)."""
     machine_note: Callable[[], str] = lambda: ""

