@@ -3,7 +3,7 @@
 //
 // The session owns everything that ties core values to Python objects: fx nodes by node id,
 // opaque argument values, and target callables by symbol. The core itself never sees them.
-// It stays attached to its GraphModule between transformations (`fxopt.bridge.attached`), so it
+// It stays attached to its GraphModule between transformations (`fxopt.engine.bridge.attached`), so it
 // also keeps a fingerprint of the fx graph as it last saw it: the identity of every node and of
 // the objects fx replaces on any edit (op, target, name, args, kwargs, meta, fxopt's metadata
 // values and the recorded value facts). `matches` compares the live fx graph with it in one native walk.

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
+from ..engine.bridge import paused_gc
+
 MARKS_KEY = "fxopt_transformations"
 
 
@@ -128,5 +130,6 @@ def _check_graph_module(transformation: Transformation, graph_module: object) ->
 
 
 def _lint_and_recompile(graph_module: GraphModule) -> None:
-    graph_module.graph.lint()
-    graph_module.recompile()
+    with paused_gc():
+        graph_module.graph.lint()
+        graph_module.recompile()
