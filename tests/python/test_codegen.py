@@ -1,0 +1,185 @@
+"""The engine's generated forward (`fxopt.engine.codegen`) is torch's `python_code`, byte for byte.
+
+Every check compares the engine's PythonCode with the one torch generates for the same graph:
+the source, the globals (same names, the very same objects), the line map and the prologue
+start. The coverage matrix runs the same comparison after its pipeline
+(`model_coverage._codegen_difference`); the bench graphs and hand-built graphs here hit each
+rule of fx's generator, and the declines fall back to torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import operator
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+from torch.fx._lazy_graph_module import _LazyGraphModule
+
+from fxopt.engine import bridge, codegen
+from fxopt.optimization import ChangeTrueDivToMulByInverse, MergeLinears, compose
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import pass_speed  # noqa: E402
+
+
+def codegen_difference(gm: torch.fx.GraphModule) -> str:
+    """'' if the engine generates exactly torch's PythonCode for `gm`, else what differs."""
+    ours = codegen.python_code(gm)
+    theirs = gm.graph.python_code("self")
+    if ours is None:
+        return "the engine declined"
+    if ours.src != theirs.src:
+        return f"source differs:\n{ours.src}\n---- torch ----\n{theirs.src}"
+    if ours.globals.keys() != theirs.globals.keys() or any(
+        ours.globals[name] is not theirs.globals[name] for name in theirs.globals
+    ):
+        return f"globals differ: {sorted(ours.globals)} vs {sorted(theirs.globals)}"
+    if ours._lineno_map != theirs._lineno_map:
+        return "line maps differ"
+    if ours._prologue_start != theirs._prologue_start:
+        return "prologue starts differ"
+    return ""
+
+
+def attached(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    bridge.attached(gm)
+    return gm
+
+
+def gelu(x: Any) -> Any:
+    """A callable outside torch: fx names it as a global."""
+    return x
+
+
+def add(x: Any, y: Any) -> Any:
+    """Shares its name with `_operator.add`'s nodes."""
+    return x
+
+
+class Everything(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.layers = nn.Sequential(nn.ReLU(), nn.Tanh())
+
+    def forward(self, x: torch.Tensor, y: int = 3, z: str = "a'b\\c") -> Any:
+        a = self.linear(x) + 1e-05
+        b = a * float("inf") - 100000.0
+        c = b[:, 1:2, None, ...]
+        d = c.to(torch.float16).to(torch.device("cpu")).to(memory_format=torch.contiguous_format)
+        e = torch.nn.functional.gelu(d, approximate="tanh")
+        f = self.layers(e).reshape(-1, 4).transpose(0, 1)
+        g = f / math.sqrt(2.0) ** 2 // 3 % 5
+        h = -g @ g.T > 0.5
+        i = ~h | (h & h) ^ h
+        return {"out": i, "y": (g,), "s": [f, 1.5e300, -0.0, 1e16, 2**70, 'q"\n\t'], "z": z}
+
+
+def test_symbolic_trace_of_every_printed_form() -> None:
+    gm = attached(torch.fx.symbolic_trace(Everything()))
+    assert codegen_difference(gm) == ""
+
+
+def hand_built() -> torch.fx.GraphModule:
+    """Inplace operators, getattr both ways, names that collide with globals and builtins,
+    defaults, kwargs, slices, sizes, dtypes and annotations."""
+    root = nn.Module()
+    root.register_buffer("weight", torch.ones(2))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x", type_expr=torch.Tensor)
+    scale = graph.placeholder("scale", default_value=1.0)
+    graph.placeholder("*args")
+    graph.placeholder("**kwargs")
+    clash = graph.call_function(torch.relu, (x,), name="test_codegen_gelu")
+    own = graph.call_function(gelu, (clash,), name="gelu")
+    other = graph.call_function(gelu, (own,))
+    summed = graph.call_function(add, (other, scale))
+    built_in = graph.call_function(operator.add, (summed, 2))
+    graph.call_function(operator.iadd, (built_in, 1))
+    graph.call_function(operator.setitem, (built_in, (slice(None), 0), 0.0))
+    attr = graph.call_function(getattr, (built_in, "shape"))
+    size = graph.call_function(getattr, (built_in, "not an identifier"))
+    default = graph.call_function(getattr, (built_in, "missing", None))
+    weight = graph.get_attr("weight")
+    view = graph.call_method("view", (built_in, torch.Size([2, -1])), {"dtype": torch.float32})
+    maxed = graph.call_function(max, (1, 2), name="max")
+    tensor_type = graph.call_function(torch.zeros, (3,), {"dtype": torch.int64})
+    tensor_type.type = torch.Tensor
+    out = graph.output((view, weight, attr, size, default, maxed, {"k": tensor_type}))
+    out.type = "Tuple[Tensor, ...]"
+    return torch.fx.GraphModule(root, graph)
+
+
+def test_hand_built_graph() -> None:
+    assert codegen_difference(attached(hand_built())) == ""
+
+
+@pytest.mark.parametrize("family", sorted(pass_speed.FAMILIES))
+def test_bench_graphs_after_compose(family: str) -> None:
+    graph_family = pass_speed.FAMILIES[family]
+    gm = pass_speed.build_graph(graph_family, 2, 32, 4)
+    pass_speed.fxopt_composition(pass_speed.shared_passes())(gm)
+    assert codegen_difference(gm) == ""
+
+
+def test_compose_recompiles_with_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compose's recompile takes the engine's code, and it is the code torch would generate."""
+    gm = pass_speed.build_graph(pass_speed.FAMILIES["bert"], 2, 32, 4)
+    inputs = pass_speed.FAMILIES["bert"].inputs(32)
+    expected = gm(*inputs)
+    used: list[bool] = []
+    recompile = codegen.recompile
+    monkeypatch.setattr(codegen, "recompile", lambda m: used.append(recompile(m)) or used[-1])
+    compose(ChangeTrueDivToMulByInverse(), MergeLinears())(gm)
+    assert used == [True]
+    assert gm.code == gm.graph.python_code("self").src
+    assert "python_code" not in gm.graph.__dict__
+    torch.testing.assert_close(gm(*inputs), expected)
+
+
+def test_declines_without_a_current_attached_session() -> None:
+    gm = torch.fx.symbolic_trace(Everything())
+    assert codegen.python_code(gm) is None  # never attached
+    bridge.attached(gm)
+    node = next(iter(gm.graph.nodes))
+    node.name = "renamed"  # a user's own edit behind the session's back
+    assert codegen.python_code(gm) is None
+
+
+@pytest.mark.parametrize("variable", ["FX_GRAPH_SHOW_META", "FX_GRAPH_SHOW_STRIDE"])
+def test_declines_on_fx_debug_output(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    gm = attached(torch.fx.symbolic_trace(Everything()))
+    monkeypatch.setenv(variable, "1")
+    assert codegen.python_code(gm) is None
+    assert codegen.recompile(gm) is False
+    assert gm.code == gm.graph.python_code("self").src
+
+
+def test_declines_on_other_torch_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    gm = attached(torch.fx.symbolic_trace(Everything()))
+    monkeypatch.setattr(codegen, "TESTED_TORCH", ("0.1",))
+    assert codegen.python_code(gm) is None
+
+
+def test_declines_on_what_it_does_not_print() -> None:
+    """A tensor constant in the arguments, a wrapped function, a lazy GraphModule."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.add, (x, torch.ones(1))))
+    assert codegen.python_code(attached(torch.fx.GraphModule(nn.Module(), graph))) is None
+
+    wrapped = attached(torch.fx.symbolic_trace(Everything()))
+    next(iter(wrapped.graph.nodes)).meta["is_wrapped"] = True
+    bridge.detach(wrapped)
+    assert codegen.python_code(attached(wrapped)) is None
+
+    traced = torch.fx.symbolic_trace(Everything())
+    lazy = _LazyGraphModule(traced, copy.deepcopy(traced.graph))
+    assert codegen.python_code(attached(lazy)) is None
