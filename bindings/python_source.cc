@@ -1,6 +1,7 @@
 // Session::python_source: the engine's twin of torch's `Graph.python_code`, for the graph the
 // session mirrors. The printer answers what the core cannot print itself by asking Python once
 // per distinct value or callable.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -89,7 +90,8 @@ class CallbackPrinter : public SourcePrinter {
  private:
   static std::optional<CallTarget> spell(nb::handle spelled) {
     if (spelled.is_none()) return std::nullopt;
-    auto [style, text, builtin_object] = nb::cast<std::tuple<std::string, std::string, bool>>(spelled);
+    auto [style, text, builtin_object] =
+        nb::cast<std::tuple<std::string, std::string, bool>>(spelled);
     CallTarget out{CallTarget::Style::Global, text, builtin_object};
     if (style == "operator") {
       out.style = CallTarget::Style::Operator;
@@ -114,24 +116,21 @@ class CallbackPrinter : public SourcePrinter {
   std::vector<std::optional<CallTarget>> type_spellings_;
   const std::vector<nb::object>& opaques_;
   std::function<nb::object(Symbol)> callable_;
-  std::unordered_map<std::pair<uint64_t, bool>, std::optional<std::string>, KeyHash>
-      opaque_cache_;
+  std::unordered_map<std::pair<uint64_t, bool>, std::optional<std::string>, KeyHash> opaque_cache_;
 };
 
 }  // namespace
 
-nb::object Session::python_source(nb::handle root, const std::vector<std::string>& illegal_names,
-                                  const std::vector<std::string>& custom_builtins,
-                                  const std::string& output_prefix,
-                                  const std::string& output_suffix, nb::object opaque_source,
-                                  nb::object call_target, nb::object type_source,
-                                  nb::object prologue) {
+std::optional<Session::Source> Session::python_source(
+    nb::handle root, const std::vector<std::string>& illegal_names,
+    const std::vector<std::string>& custom_builtins, const std::string& output_prefix,
+    const std::string& output_suffix, nb::object opaque_source, nb::object call_target,
+    nb::object type_source, nb::object prologue) {
   // Two callables with one qualified name share a symbol in the core; fx would name both.
   std::unordered_map<Symbol, int> objects_per_symbol;
   for (const auto& [object, symbol] : symbols_) ++objects_per_symbol[symbol];
-  CallbackPrinter printer(std::move(opaque_source), std::move(call_target),
-                          std::move(type_source), std::move(prologue), opaques_,
-                          [&](Symbol target) -> nb::object {
+  CallbackPrinter printer(std::move(opaque_source), std::move(call_target), std::move(type_source),
+                          std::move(prologue), opaques_, [&](Symbol target) -> nb::object {
                             if (objects_per_symbol[target] > 1) return nb::none();
                             return target_object(NodeKind::CallFunction, target);
                           });
@@ -141,36 +140,40 @@ nb::object Session::python_source(nb::handle root, const std::vector<std::string
   static PyObject* const is_wrapped = PyUnicode_InternFromString("is_wrapped");
   Node* core = program_.graph.first();
   for (nb::object py = attribute(root, "_next"); !py.is(root); py = attribute(py, "_next")) {
-    if (!core) return nb::none();
+    if (!core) return std::nullopt;
     auto bound = py_nodes_.find(core->id());
-    if (bound == py_nodes_.end() || !bound->second.is(py)) return nb::none();
-    if (nb::cast<std::string>(attribute(py, "name")) != core->name()) return nb::none();
+    if (bound == py_nodes_.end() || !bound->second.is(py)) return std::nullopt;
+    if (nb::cast<std::string>(attribute(py, "name")) != core->name()) return std::nullopt;
     if (nb::object type = attribute(py, "type"); !type.is_none()) {
       // fx would name an annotation that is also a call target once, for both
-      if (symbols_.contains(type.ptr())) return nb::none();
+      if (symbols_.contains(type.ptr())) return std::nullopt;
       printer.types[core->id()] = type;
     }
     nb::object meta = attribute(py, "meta");
-    if (!PyDict_Check(meta.ptr())) return nb::none();
+    if (!PyDict_Check(meta.ptr())) return std::nullopt;
     if (PyDict_GetItemWithError(meta.ptr(), is_wrapped) || PyErr_Occurred()) {
       PyErr_Clear();
-      return nb::none();
+      return std::nullopt;
     }
     core = core->next();
   }
-  if (core) return nb::none();
+  if (core) return std::nullopt;
 
   SourceOptions options{"self", output_prefix, output_suffix, illegal_names, custom_builtins};
   std::optional<PythonSource> source = fxopt::python_source(program_.graph, options, printer);
-  if (!source) return nb::none();
+  if (!source) return std::nullopt;
 
   nb::list globals;
   for (const auto& [name, symbol] : source->globals)
     globals.append(nb::make_tuple(name, target_object(NodeKind::CallFunction, symbol)));
   for (const auto& [name, key] : source->type_globals)
     globals.append(nb::make_tuple(name, printer.type_objects().at(key)));
-  return nb::make_tuple(source->src, globals, source->custom_builtin_names, source->lineno_start,
-                        source->node_index, source->prologue_start);
+  return Source{std::move(source->src),
+                globals,
+                std::move(source->custom_builtin_names),
+                source->lineno_start,
+                std::move(source->node_index),
+                source->prologue_start};
 }
 
 }  // namespace fxopt::bindings

@@ -11,7 +11,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -74,11 +76,15 @@ class Session {
   // The callbacks are `SourcePrinter`'s: opaque_source(value, plain) -> str | None,
   // call_target(callable) -> (style, text, builtin_object) | None, type_source(type) -> str |
   // None and prologue(free_vars, return_annotation) -> str | None.
-  nb::object python_source(nb::handle root, const std::vector<std::string>& illegal_names,
-                           const std::vector<std::string>& custom_builtins,
-                           const std::string& output_prefix, const std::string& output_suffix,
-                           nb::object opaque_source, nb::object call_target,
-                           nb::object type_source, nb::object prologue);
+  using Source = std::tuple<std::string, nb::list, std::vector<std::string>, int64_t,
+                            std::vector<int64_t>, int64_t>;
+  std::optional<Source> python_source(nb::handle root,
+                                      const std::vector<std::string>& illegal_names,
+                                      const std::vector<std::string>& custom_builtins,
+                                      const std::string& output_prefix,
+                                      const std::string& output_suffix, nb::object opaque_source,
+                                      nb::object call_target, nb::object type_source,
+                                      nb::object prologue);
   size_t size() const { return program_.graph.size(); }
 
   // Python's cyclic collector: the session holds fx nodes, which hold their graph, which holds

@@ -1,5 +1,6 @@
 #include "codegen/python_source.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -146,6 +147,7 @@ class Generator {
     record_last_uses();
     std::vector<std::string> free_vars;
     std::string body;
+    body.reserve(graph_.size() * 96);  // about one line per node: grow the text once
     int64_t index = 0;
     for (Node* node : graph_) {
       body += "# COUNTER: ";
@@ -394,6 +396,9 @@ class Generator {
     for (char c : prologue) prologue_len += c == '\n';
     out.lineno_start = prologue_len;
     std::vector<std::string_view> lines;
+    const size_t line_count = std::count(body.begin(), body.end(), '\n') + 1;
+    lines.reserve(line_count);
+    out.node_index.reserve(line_count);
     std::optional<int64_t> current;
     std::string_view rest = body;
     while (true) {
@@ -413,6 +418,7 @@ class Generator {
     // str.lstrip("\n") of the joined lines: a wholly blank body keeps one empty line.
     if (first == lines.size()) first = lines.size() - 1;
     std::string code;
+    code.reserve(body.size() + 4 * lines.size());
     for (size_t i = first; i < lines.size(); ++i) {
       if (i > first) code += '\n';
       code += "    ";
@@ -457,8 +463,8 @@ std::string python_float_repr(double value) {
   // The shortest digits that round-trip, as Python's repr picks them; then Python's layout:
   // positional for decimal exponents -4 < decpt <= 16, scientific (e-05, e+16) otherwise.
   char buffer[64];
-  auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value,
-                                    std::chars_format::scientific);
+  auto [end, error] =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
   std::string_view text(buffer, end - buffer);
   std::string sign;
   if (text[0] == '-') {

@@ -22,10 +22,10 @@ namespace fxopt {
 // How fx spells a call_function target.
 struct CallTarget {
   enum class Style {
-    Operator,  // `_operator` magic method: `text` is its template ("{} + {}")
-    Inplace,   // `_operator` inplace method: `text` is its template ("{} += {}")
-    Qualified, // a torch callable: `text` is its qualified name, printed as is
-    Global,    // any other callable: `text` is the name hint of a new global
+    Operator,   // `_operator` magic method: `text` is its template ("{} + {}")
+    Inplace,    // `_operator` inplace method: `text` is its template ("{} += {}")
+    Qualified,  // a torch callable: `text` is its qualified name, printed as is
+    Global,     // any other callable: `text` is the name hint of a new global
   };
   Style style = Style::Global;
   std::string text;

@@ -2,8 +2,8 @@
 
 Every check compares the engine's PythonCode with the one torch generates for the same graph:
 the source, the globals (same names, the very same objects), the line map and the prologue
-start. The coverage matrix runs the same comparison after its pipeline
-(`model_coverage._codegen_difference`); the bench graphs and hand-built graphs here hit each
+start. The coverage matrix runs the same comparison after its pipeline on every architecture
+(`model_coverage.codegen_difference`, its stage "generated code"); the bench graphs and hand-built graphs here hit each
 rule of fx's generator, and the declines fall back to torch.
 """
 
@@ -25,27 +25,10 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from fxopt.engine import bridge, codegen
 from fxopt.optimization import ChangeTrueDivToMulByInverse, MergeLinears, compose
 
+from model_coverage import codegen_difference
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import pass_speed  # noqa: E402
-
-
-def codegen_difference(gm: torch.fx.GraphModule) -> str:
-    """'' if the engine generates exactly torch's PythonCode for `gm`, else what differs."""
-    ours = codegen.python_code(gm)
-    theirs = gm.graph.python_code("self")
-    if ours is None:
-        return "the engine declined"
-    if ours.src != theirs.src:
-        return f"source differs:\n{ours.src}\n---- torch ----\n{theirs.src}"
-    if ours.globals.keys() != theirs.globals.keys() or any(
-        ours.globals[name] is not theirs.globals[name] for name in theirs.globals
-    ):
-        return f"globals differ: {sorted(ours.globals)} vs {sorted(theirs.globals)}"
-    if ours._lineno_map != theirs._lineno_map:
-        return "line maps differ"
-    if ours._prologue_start != theirs._prologue_start:
-        return "prologue starts differ"
-    return ""
 
 
 def attached(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -183,3 +166,16 @@ def test_declines_on_what_it_does_not_print() -> None:
     traced = torch.fx.symbolic_trace(Everything())
     lazy = _LazyGraphModule(traced, copy.deepcopy(traced.graph))
     assert codegen.python_code(attached(lazy)) is None
+
+
+def test_floats_print_as_python_repr() -> None:
+    """The engine prints floats itself: Python's shortest round-trip repr and its layout."""
+    generator = torch.Generator().manual_seed(0)
+    mantissas = torch.rand(300, generator=generator, dtype=torch.float64).tolist()
+    exponents = torch.randint(-30, 30, (300,), generator=generator).tolist()
+    values = [m * 10.0**e for m, e in zip(mantissas, exponents)]
+    values += [0.1, 1e-05, 1e-4, 1e16, 1e15, 123456789012345678.0, 5e-324, 1.7976931348623157e308]
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.add, (x, values)))
+    assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""
