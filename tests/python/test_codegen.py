@@ -179,3 +179,11 @@ def test_floats_print_as_python_repr() -> None:
     x = graph.placeholder("x")
     graph.output(graph.call_function(torch.add, (x, values)))
     assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""
+
+
+def test_lambdas() -> None:
+    """fx names a lambda after its source line, as a global."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(lambda value: value, (x,)))
+    assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""

@@ -11,9 +11,10 @@ session does not mirror, opaque values or callables it was not verified on.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import torch
 import torch.fx
@@ -42,10 +43,26 @@ _REPR_TYPES = (
     torch.dtype, torch.device, torch.layout, torch.memory_format, int, float, dict, types.EllipsisType,
 )  # fmt: skip
 
+_T = TypeVar("_T")
 _ILLEGAL_NAMES = sorted(_illegal_names)
 _CUSTOM_BUILTIN_OBJECTS = tuple(builtin.obj for builtin in _custom_builtins.values())
 
 
+def _declines_on_error(spell: Callable[..., _T | None]) -> Callable[..., _T | None]:
+    """A callback that answers None (the engine declines) where fx's own spelling raises:
+    torch's generator then raises the same error itself."""
+
+    @functools.wraps(spell)
+    def spelled(*args: Any) -> _T | None:
+        try:
+            return spell(*args)
+        except Exception:
+            return None
+
+    return spelled
+
+
+@_declines_on_error
 def _opaque_source(value: object, plain: bool) -> str | None:
     """Source fx prints for an opaque argument value; None where the engine must decline.
     `plain`: inside a dict, which fx prints with repr() as a whole."""
@@ -57,6 +74,7 @@ def _opaque_source(value: object, plain: bool) -> str | None:
     return None
 
 
+@_declines_on_error
 def _call_target(target: Callable[..., Any]) -> tuple[str, str, bool] | None:
     """How fx spells a call_function target: (style, text, is the builtin its name names), the
     styles of ``CallTarget`` in ``cpp/codegen/python_source.h``."""
@@ -73,6 +91,7 @@ def _call_target(target: Callable[..., Any]) -> tuple[str, str, bool] | None:
     return "global", qualified, _illegal_names.get(qualified) is target
 
 
+@_declines_on_error
 def _type_source(annotation: object) -> tuple[str, str, bool] | None:
     """How fx spells a node's type annotation (fx's `type_repr`), as :func:`_call_target`:
     torch types by qualified name, anything else (strings of postponed annotations included)
