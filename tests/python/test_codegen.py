@@ -187,3 +187,17 @@ def test_lambdas() -> None:
     x = graph.placeholder("x")
     graph.output(graph.call_function(lambda value: value, (x,)))
     assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""
+
+
+def test_annotations() -> None:
+    """Torch types, unions of them with None, postponed (string) annotations, builtins."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x", type_expr=torch.Tensor | None)
+    y = graph.placeholder("y", type_expr="torch.Tensor")
+    z = graph.placeholder("z", type_expr=int)
+    n = graph.placeholder("n", type_expr=type(None))
+    total = graph.call_function(operator.add, (x, y))
+    total.type = "torch.Tensor"
+    out = graph.output((total, z, n))
+    out.type = tuple
+    assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import types
+import typing
 from typing import Any, Callable, TypeVar
 
 import torch
@@ -91,20 +92,35 @@ def _call_target(target: Callable[..., Any]) -> tuple[str, str, bool] | None:
     return "global", qualified, _illegal_names.get(qualified) is target
 
 
+def _named_type(annotation: object) -> str | None:
+    """How fx spells a type that takes no new name: a custom builtin (``NoneType``) by the name
+    fx pre-registered, a torch type by its qualified name; None for any other."""
+    for name, builtin in _custom_builtins.items():
+        if annotation is builtin.obj:
+            return name
+    if hasattr(annotation, "__origin__") or isinstance(annotation, (tuple, types.UnionType)):
+        return None
+    if _is_from_torch(annotation) and annotation != torch.device:
+        return _get_qualified_name(annotation)  # type: ignore[arg-type]
+    return None
+
+
 @_declines_on_error
 def _type_source(annotation: object) -> tuple[str, str, bool] | None:
     """How fx spells a node's type annotation (fx's `type_repr`), as :func:`_call_target`:
-    torch types by qualified name, anything else (strings of postponed annotations included)
-    as a global named after its `_type_repr`. None (decline) for generics, unions, the empty
-    tuple and fx's custom builtins, which fx spells otherwise."""
-    if (
-        isinstance(annotation, (tuple, types.UnionType))
-        or hasattr(annotation, "__origin__")
-        or any(annotation is builtin for builtin in _CUSTOM_BUILTIN_OBJECTS)
-    ):
+    torch types by qualified name, unions of those as ``a|b``, anything else (strings of
+    postponed annotations included) as a global named after its `_type_repr`. None (decline)
+    for generics and the empty tuple, which fx spells otherwise."""
+    named = _named_type(annotation)
+    if named is not None:
+        return "qualified", named, False
+    if isinstance(annotation, types.UnionType):
+        members = [_named_type(member) for member in typing.get_args(annotation)]
+        if "|" not in _type_repr(annotation) or any(member is None for member in members):
+            return None
+        return "qualified", "|".join(members), False  # type: ignore[arg-type]
+    if isinstance(annotation, tuple) or hasattr(annotation, "__origin__"):
         return None
-    if _is_from_torch(annotation) and annotation != torch.device:
-        return "qualified", _get_qualified_name(annotation), False  # type: ignore[arg-type]
     hint = _type_repr(annotation)
     return "global", hint, _illegal_names.get(hint) is annotation
 
