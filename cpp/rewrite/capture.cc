@@ -158,11 +158,13 @@ namespace {
 
 Node* rebuild_one(Rewriter& rewriter, Rebuilder& rebuild, Node* anchor,
                   const RecordField& captured) {
-  std::vector<RecordField> f = captured.items(6);
+  std::vector<RecordField> f = captured.items(6);  // kind, target, name, args, kwargs, meta
+  NodeKind kind = f[0].kind();
+  const std::string &target = f[1].text(), &name = f[2].text();
   Args args = rebuild.args(f[3]);
   Dict kwargs = rebuild.kwargs(f[4]);
-  Node* node = rewriter.insert_before(anchor, f[0].kind(), Symbol::intern(f[1].text()), f[2].text(),
-                                      std::move(args), std::move(kwargs));
+  Node* node = rewriter.insert_before(anchor, kind, Symbol::intern(target), name, std::move(args),
+                                      std::move(kwargs));
   restore_meta(rewriter, node, f[5]);
   return node;
 }
