@@ -11,7 +11,7 @@ std::string shown(const Arg& value) {
 }
 
 std::string message(std::string_view record, const std::string& field, std::string_view problem) {
-  std::string out = "malformed record " + std::string(record) + ": ";
+  std::string out = "reversal record " + std::string(record) + " does not fit: ";
   if (!field.empty()) out += "field '" + field + "' ";
   return out + std::string(problem);
 }

@@ -5,11 +5,12 @@
 // `node.meta`, so any field may be missing or of the wrong type. Every read goes through the
 // typed getters of RecordField, and every value that does not fit throws the same RecordError:
 // a PassError naming the node, the record and the field, such as
-//   node 'fc': malformed record MergeLinears-1a2b: field 'start' is not an integer ('x')
-//   node 'output': malformed record EliminateDeadCode-3c4d: field 'removed[0][1][2]' ...
-// Nested fields are named by their path from the record's key, so a pass never writes its own
-// "malformed" message. Errors about a well-formed record that no longer fits the graph (a node
-// it names is gone, an operand was rewired) stay the pass's own, saying what changed.
+//   node 'fc': reversal record MergeLinears-1a2b does not fit: field 'start' is not an
+//   integer ('x')
+// Nested fields are named by their path from the record's key (`removed[0][1]`), so no pass
+// writes its own "malformed" message. A field naming a node the graph no longer has fails the
+// same way. Other ways a well-formed record no longer matches the graph (an operand was
+// rewired, a module is gone) are the pass's own errors, saying what changed.
 #pragma once
 
 #include <cstdint>

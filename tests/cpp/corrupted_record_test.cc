@@ -44,8 +44,8 @@ class CorruptedRecordTest : public ::testing::Test, protected testing::NormFixtu
       EXPECT_EQ(e.node(), node);
       EXPECT_EQ(e.record(), kSig);
       EXPECT_EQ(e.field(), field);
-      EXPECT_EQ(std::string(e.what()), "node '" + node + "': malformed record " + kSig +
-                                           ": field '" + field + "' " + problem);
+      EXPECT_EQ(std::string(e.what()), "node '" + node + "': reversal record " + kSig +
+                                           " does not fit: field '" + field + "' " + problem);
     }
     EXPECT_EQ(structure(), graph_before);
   }

@@ -107,21 +107,23 @@ TEST_F(RecordReaderTest, EveryMismatchIsOneErrorNamingNodeRecordAndField) {
     EXPECT_EQ(e.node(), "fc");
     EXPECT_EQ(e.record(), kName);
     EXPECT_EQ(e.field(), c.field);
-    EXPECT_EQ(std::string(e.what()),
-              "node 'fc': malformed record Pass-1a2b: field '" + c.field + "' " + c.problem);
+    EXPECT_EQ(std::string(e.what()), "node 'fc': reversal record Pass-1a2b does not fit: field '" +
+                                         c.field + "' " + c.problem);
   }
 }
 
 TEST_F(RecordReaderTest, ARecordThatIsNotPairsFailsTheSameWay) {
   RecordError whole = error_of([&] { RecordReader(*fc_, kName, Arg(5)); });
   EXPECT_EQ(whole.field(), "");
-  EXPECT_EQ(std::string(whole.what()), "node 'fc': malformed record Pass-1a2b: is not a tuple (5)");
+  EXPECT_EQ(std::string(whole.what()),
+            "node 'fc': reversal record Pass-1a2b does not fit: is not a tuple (5)");
   RecordError entry = error_of([&] {
     RecordReader(*fc_, kName, Tuple{{Tuple{{Arg("k"), Arg(1)}}, Arg(5)}});
   });
   EXPECT_EQ(entry.field(), "#1");
   EXPECT_EQ(std::string(entry.what()),
-            "node 'fc': malformed record Pass-1a2b: field '#1' is not a (key, value) pair (5)");
+            "node 'fc': reversal record Pass-1a2b does not fit: field '#1' is not a (key, value) "
+            "pair (5)");
 }
 
 TEST_F(RecordReaderTest, LongValuesAreShortenedInTheMessage) {
@@ -158,9 +160,10 @@ TEST_F(RecordReaderTest, CapturedValuesFailWithTheirPath) {
           .set("nodes", Tuple{}));
   RecordError e = error_of([&] { rebuild_inputs(rw, out, r.at("args"), r.at("kwargs"), inputs); });
   EXPECT_EQ(e.field(), "args[1][0][1]");
-  EXPECT_EQ(std::string(e.what()),
-            "node 'fc': malformed record Pass-1a2b: field 'args[1][0][1]' is not a position "
-            "below 1 (4)");
+  EXPECT_EQ(
+      std::string(e.what()),
+      "node 'fc': reversal record Pass-1a2b does not fit: field 'args[1][0][1]' is not a position "
+      "below 1 (4)");
   EXPECT_EQ(
       error_of([&] { rebuild_inputs(rw, out, r.at("kwargs"), r.at("kwargs"), inputs); }).field(),
       "kwargs");

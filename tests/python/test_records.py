@@ -97,7 +97,7 @@ def test_reverse_on_a_corrupted_record_fails_one_way_and_changes_nothing(
     state = {name: tensor.clone() for name, tensor in gm.state_dict().items()}
     expected = gm(x)
 
-    message = f"node '{node}': malformed record {t.signature}: field '{field}' {problem}"
+    message = f"node '{node}': reversal record {t.signature} does not fit: field '{field}' {problem}"
     with pytest.raises(fo.TransformationError, match=re.escape(message)):
         t(gm, reverse=True)
 
