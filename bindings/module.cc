@@ -4,6 +4,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unordered_set.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings/edit.h"
@@ -78,6 +79,10 @@ NB_MODULE(_core, m) {
       .def("import_graph", &Session::import_graph, nb::arg("root"))
       .def("matches", &Session::matches, nb::arg("root"))
       .def("snapshot", &Session::snapshot, nb::arg("root"))
+      .def("snapshot_modules", &Session::snapshot_modules, nb::arg("root"), nb::arg("imported"),
+           nb::arg("attributes"))
+      .def("modules_match", &Session::modules_match, nb::arg("root"))
+      .def("module_tensors", &Session::module_tensors)
       .def("add_module", &Session::add_module, nb::arg("path"), nb::arg("type"),
            nb::arg("attributes"), nb::arg("tensors"))
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))

@@ -337,13 +337,14 @@ int Session::traverse(visitproc visit, void* arg) const {
   Py_VISIT(opaque_by_value_.ptr());
   Py_VISIT(qualname_.ptr());
   Py_VISIT(resolve_.ptr());
-  return 0;
+  return modules_.traverse(visit, arg);
 }
 
 void Session::clear_references() {
   // Only what can lead back to an fx graph; the session is not used again.
   py_nodes_.clear();
   fingerprints_.clear();
+  modules_.clear();
 }
 
 void Session::add_module(const std::string& path, const std::string& type, nb::dict attributes,

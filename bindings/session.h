@@ -15,10 +15,12 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "bindings/edit.h"
+#include "bindings/module_fingerprint.h"
 #include "ir/program.h"
 #include "rewrite/edit_log.h"
 #include "rewrite/pass.h"
@@ -44,6 +46,13 @@ class Session {
   bool matches(nb::handle root) const;
   // Records the fx graph as it is now (after a sync made it equal to the core graph again).
   void snapshot(nb::handle root);
+  // The modules as they are now, and whether they still are (ModuleFingerprint).
+  void snapshot_modules(nb::handle root, std::unordered_set<std::string> imported,
+                        std::vector<std::string> attributes) {
+    modules_.take(root, std::move(imported), std::move(attributes));
+  }
+  bool modules_match(nb::handle root) const { return modules_.matches(root); }
+  nb::list module_tensors() const { return modules_.tensors(); }
   void add_module(const std::string& path, const std::string& type, nb::dict attributes,
                   nb::dict tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
@@ -136,6 +145,7 @@ class Session {
   std::unordered_map<Symbol, nb::object> callables_;
   std::unordered_map<PyObject*, std::string> dtype_names_;  // keys: torch's dtype singletons
   std::vector<Fingerprint> fingerprints_;
+  ModuleFingerprint modules_;
 };
 
 }  // namespace fxopt::bindings

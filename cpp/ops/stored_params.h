@@ -1,23 +1,16 @@
-// The stored tensors a weighted op (Linear, Conv) computes with, in every dialect, and the one
-// way passes give such an op new ones:
+// The stored tensors a weighted op (Linear, Conv) computes with, in every dialect:
 //   call_module:    the module's own tensors        %y = call_module[conv](%x)
 //   call_function:  get_attr operands               %y = aten.conv2d(%x, %w, %b)
-//
-// Replacing is copy-on-write: the originals are never changed or unregistered. The module form
-// calls a copy of the module, registered at a new path; the functional forms read new
-// attributes through new get_attr nodes. So the record `replace_params` returns holds only
-// paths, and `restore_params` works after a deep copy or in a later bridge session, where tensor
-// handles of this session mean nothing.
+// How passes give such an op new ones, reversibly, is passes/replace_params.h.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "rewrite/rewriter.h"
+#include "ir/program.h"
 
 namespace fxopt {
 
@@ -43,14 +36,5 @@ struct StoredParams {
 std::optional<StoredParams> read_stored_params(
     const Program& program, Node* node, const std::vector<std::pair<size_t, std::string>>& operands,
     std::string* why_not);
-
-// Makes `params.node` compute with `tensors` (by param name) instead; the new module or
-// attributes are named after the old ones plus `suffix`. Every new tensor takes the parameter
-// flags (is_parameter, requires_grad) of the one it replaces, or of the weight when it replaces
-// an absent one. Returns the reversal record.
-Arg replace_params(Rewriter& rewriter, const StoredParams& params,
-                   const std::map<std::string, TensorInfo>& tensors, std::string_view suffix);
-// Undoes `replace_params` on `node` from its record; drops the module or attributes it created.
-void restore_params(Rewriter& rewriter, Node* node, const Arg& record);
 
 }  // namespace fxopt

@@ -58,19 +58,14 @@ void ChangeActivation::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void ChangeActivation::restore(PassContext& ctx, Node* node, const Record& record) const {
-  const Arg& kind = record.at("kind");
-  const Arg& target = record.at("target");
-  std::optional<NodeKind> parsed =
-      kind.is<std::string>() ? parse_kind(kind.as<std::string>()) : std::nullopt;
-  if (!parsed || !target.is<std::string>()) throw PassError(*node, "malformed activation record");
+void ChangeActivation::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
+  NodeKind kind = record.at("kind").kind();
+  Symbol target = Symbol::intern(record.at("target").text());
   Node* inputs[] = {data_operand(*node)};
-  Arg args = rebuild_value(ctx.rewriter, node, record.at("args"), inputs);
-  Arg kwargs = rebuild_value(ctx.rewriter, node, record.at("kwargs"), inputs);
-  if (!args.is<Tuple>() || !kwargs.is<Dict>())
-    throw PassError(*node, "malformed activation record");
-  ctx.rewriter.set_target(node, *parsed, Symbol::intern(target.as<std::string>()));
-  ctx.rewriter.set_inputs(node, args.as<Tuple>().items, kwargs.as<Dict>());
+  auto [args, kwargs] =
+      rebuild_inputs(ctx.rewriter, node, record.at("args"), record.at("kwargs"), inputs);
+  ctx.rewriter.set_target(node, kind, target);
+  ctx.rewriter.set_inputs(node, std::move(args), std::move(kwargs));
   ctx.restored(node);
 }
 

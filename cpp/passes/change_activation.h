@@ -26,7 +26,7 @@ class ChangeActivation final : public Pass {
   ChangeActivation(std::string source, std::string target);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   std::string source_, target_;

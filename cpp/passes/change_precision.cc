@@ -11,6 +11,7 @@
 #include "ops/linear.h"
 #include "ops/matmul.h"
 #include "ops/stored_params.h"
+#include "passes/replace_params.h"
 
 namespace fxopt {
 namespace {
@@ -330,40 +331,34 @@ bool is_aten_graph(const Graph& graph) {
   return false;
 }
 
-void restore_lowered(Rewriter& rewriter, Node* node, const Arg& what) {
-  if (what.is<std::string>()) {  // a cast the lowering inserted
+void restore_lowered(Rewriter& rewriter, Node* node, const RecordField& what) {
+  if (what.value().is<std::string>()) {  // a cast the lowering inserted
     Node* source = cast_source(*node);
     if (!source) throw PassError(*node, "is no longer the cast this transformation made");
     rewriter.replace_and_erase(node, source);
     return;
   }
-  const std::vector<Arg>* entry = what.sequence();
-  if (!entry || entry->size() != 2 || !(*entry)[0].is<std::string>())
-    throw PassError(*node, "malformed precision record");
-  if ((*entry)[0].as<std::string>() == "dtypes") {
+  std::vector<RecordField> entry = what.items(2);
+  const std::string& changed = entry[0].text();
+  if (changed == "dtypes") {  // (operand position or keyword, original dtype) pairs
     Args args = node->args();
     Kwargs kwargs = node->kwargs();
-    const std::vector<Arg>* items = (*entry)[1].sequence();
-    if (!items) throw PassError(*node, "malformed precision record");
-    for (const Arg& item : *items) {
-      const std::vector<Arg>* where_what = item.sequence();
-      if (!where_what || where_what->size() != 2)
-        throw PassError(*node, "malformed precision record");
-      if (std::optional<int64_t> index = (*where_what)[0].integer())
-        args.at(size_t(*index)) = (*where_what)[1];
-      else if ((*where_what)[0].is<std::string>())
-        kwargs.set((*where_what)[0].as<std::string>(), (*where_what)[1]);
+    for (const RecordField& item : entry[1].items()) {
+      std::vector<RecordField> where_what = item.items(2);
+      if (where_what[0].value().is<std::string>())
+        kwargs.set(where_what[0].text(), where_what[1].value());
       else
-        throw PassError(*node, "malformed precision record");
+        args[where_what[0].index(args.size())] = where_what[1].value();
     }
     rewriter.set_inputs(node, std::move(args), std::move(kwargs));
     return;
   }
-  if (!(*entry)[1].is<std::string>()) throw PassError(*node, "malformed precision record");
-  bool module = (*entry)[0].as<std::string>() == "module";
+  if (changed != "module" && changed != "attribute")
+    entry[0].fail("is none of 'dtypes', 'module' and 'attribute'");
+  bool module = changed == "module";
   NodeKind kind = module ? NodeKind::CallModule : NodeKind::GetAttr;
   Symbol lowered = node->target();
-  rewriter.set_target(node, kind, Symbol::intern((*entry)[1].as<std::string>()));
+  rewriter.set_target(node, kind, Symbol::intern(entry[1].text()));
   if (!rewriter.graph().find(kind, lowered).empty()) return;  // still read elsewhere
   if (module)
     rewriter.remove_module(lowered.str());
@@ -431,21 +426,20 @@ void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void ChangePrecision::restore(PassContext& ctx, Node* node, const Record& record) const {
+void ChangePrecision::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  if (const Arg* lowered = record.get(kLowered)) {
+  if (std::optional<RecordField> lowered = record.find(kLowered)) {
     restore_lowered(rewriter, node, *lowered);
     if (!node->erased()) ctx.restored(node);
     return;
   }
-  if (const Arg* params = record.get("params")) restore_params(rewriter, node, *params);
-  const std::vector<Arg>* casts = record.at("casts").sequence();
-  if (!casts) throw PassError(*node, "malformed precision record");
-  for (const Arg& entry : *casts) {
-    const std::vector<Arg>* e = entry.sequence();
-    if (!e || e->size() != 2 || !(*e)[0].integer() || !(*e)[1].is<std::string>())
-      throw PassError(*node, "malformed precision record");
-    Operand operand{size_t(*(*e)[0].integer()), (*e)[1].as<std::string>()};
+  if (std::optional<RecordField> params = record.find("params"))
+    restore_params(rewriter, node, *params);
+  for (const RecordField& entry : record.at("casts").items()) {
+    std::vector<RecordField> index_keyword = entry.items(2);
+    int64_t index = index_keyword[0].integer();
+    if (index < 0) index_keyword[0].fail("is not an operand position");
+    Operand operand{size_t(index), index_keyword[1].text()};
     Node* cast = operand_node(*node, operand);
     Node* source = cast ? cast_source(*cast) : nullptr;
     if (!source)

@@ -6,7 +6,7 @@
 //                                             %type_as = type_as(%y, %x)    (readers of %y read it)
 //
 // Linear and Conv* / ConvTranspose* (op views, every dialect) get their weight and bias cast
-// once and stored copy-on-write (ops/stored_params.h: a module copy at `<path>_float16`, or
+// once and stored copy-on-write (passes/replace_params.h: a module copy at `<path>_float16`, or
 // attributes `<weight path>_float16`); a matrix product casts both operands. The result is cast
 // back to the dtype of the op's first operand, so graph inputs and outputs, and every op in
 // between, keep their dtypes.
@@ -33,7 +33,7 @@ class ChangePrecision final : public Pass {
   ChangePrecision(std::string dtype, Arg dtype_object, Dict full_dtype_objects = {});
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   std::string dtype_;

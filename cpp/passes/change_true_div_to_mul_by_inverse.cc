@@ -59,16 +59,14 @@ void ChangeTrueDivToMulByInverse::rewrite(PassContext& ctx, Node* node) const {
 }
 
 void ChangeTrueDivToMulByInverse::restore(PassContext& ctx, Node* node,
-                                          const Record& record) const {
-  const Arg& target = record.at("target");
-  if (!target.is<std::string>()) throw PassError(*node, "reversal record has a malformed target");
-  Symbol original = Symbol::intern(target.as<std::string>());
+                                          const RecordReader& record) const {
+  Symbol original = Symbol::intern(record.at("target").text());
   // The divisor went back where it came from: the forward view on the original target finds it.
   ctx.rewriter.set_target(node, node->kind(), original);
   std::string why_not;
   std::optional<ScalarDiv> div = as_scalar_div(*node, &why_not);
   if (!div) throw PassError(*node, "cannot restore the division: " + why_not);
-  auto [args, kwargs] = div->divisor.write(*node, record.at("divisor"));
+  auto [args, kwargs] = div->divisor.write(*node, record.at("divisor").value());
   ctx.rewriter.set_inputs(node, std::move(args), std::move(kwargs));
   ctx.restored(node);
 }

@@ -1,7 +1,7 @@
 #include "passes/conv_weights_channels_last.h"
 
 #include "ops/conv.h"
-#include "ops/stored_params.h"
+#include "passes/replace_params.h"
 
 namespace fxopt {
 
@@ -21,7 +21,8 @@ void ConvWeightsChannelsLast::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void ConvWeightsChannelsLast::restore(PassContext& ctx, Node* node, const Record& record) const {
+void ConvWeightsChannelsLast::restore(PassContext& ctx, Node* node,
+                                      const RecordReader& record) const {
   restore_params(ctx.rewriter, node, record.at("params"));
   ctx.restored(node);
 }

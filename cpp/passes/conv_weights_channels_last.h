@@ -12,7 +12,7 @@
 // Preconditions: a convolution (op views, every dialect) with a 4-D stored weight; transposed
 // convolutions too. Numerics: the same arithmetic in another loop order; outputs match float32
 // eager within its tolerance (not bit-exact).
-// Copy-on-write (ops/stored_params.h): the weight copy is a new module or attribute
+// Copy-on-write (passes/replace_params.h): the weight copy is a new module or attribute
 // `<path>_channels_last`; reverse points the op back at the untouched original, bit for bit.
 #pragma once
 
@@ -24,7 +24,7 @@ class ConvWeightsChannelsLast final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 };
 
 }  // namespace fxopt

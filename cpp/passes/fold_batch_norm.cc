@@ -1,6 +1,7 @@
 #include "passes/fold_batch_norm.h"
 
 #include "ops/input_slot.h"
+#include "passes/replace_params.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
@@ -50,21 +51,21 @@ void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm
   ctx.changed(op.node);
 }
 
-void restore_batch_norm(PassContext& ctx, Node* op, const Record& record) {
+void restore_batch_norm(PassContext& ctx, Node* op, const RecordReader& record) {
   Rewriter& rewriter = ctx.rewriter;
   restore_params(rewriter, op, record.at("params"));
-  const Arg& side = record.at("side");
-  if (side == Arg("after")) {
+  RecordField side = record.at("side");
+  if (side.text() == "after") {
     std::vector<Node*> bn = rebuild_nodes(rewriter, op->next(), record.at("batch_norm"), {&op, 1});
     rewriter.replace_all_uses(op, bn.back(), /*except=*/bn.front());
-  } else if (side == Arg("before")) {
+  } else if (side.text() == "before") {
     const Arg* data = op->input(kDataIndex, kDataKeyword);
     if (!data || !data->node()) throw PassError(*op, "its data operand is not a graph value");
     Node* input = data->node();
     std::vector<Node*> bn = rebuild_nodes(rewriter, op, record.at("batch_norm"), {&input, 1});
     set_data_operand(rewriter, op, bn.back());
   } else {
-    throw PassError(*op, "malformed batch-norm record: side " + to_string(side));
+    side.fail("is neither 'after' nor 'before'");
   }
   ctx.restored(op);
 }

@@ -1,7 +1,7 @@
 // The graph side of folding an eval-mode batch norm into the weighted op next to it (Conv,
 // Linear), and of undoing it: shared by FuseBatchNormInConv and FuseBatchNorm1dInLinear. The
 // arithmetic is tensor/batch_norm_fold.h; the op's new tensors go in copy-on-write
-// (ops/stored_params.h).
+// (passes/replace_params.h).
 //
 //   After:   %y = op(%x) ; %z = bn(%y)       ->  %y = op'(%x)    (users of %z read %y)
 //   Before:  %z = bn(%x) ; %y = linear(%z)   ->  %y = linear'(%x)
@@ -29,6 +29,6 @@ std::optional<Arg> capture_batch_norm(const BatchNorm& bn);
 void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm& bn, Arg captured,
                        BatchNormSide side, const FoldedParams& folded);
 // Undoes `absorb_batch_norm` on `op` from its record.
-void restore_batch_norm(PassContext& ctx, Node* op, const Record& record);
+void restore_batch_norm(PassContext& ctx, Node* op, const RecordReader& record);
 
 }  // namespace fxopt

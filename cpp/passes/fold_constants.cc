@@ -148,31 +148,21 @@ void FoldConstants::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void FoldConstants::restore(PassContext& ctx, Node* node, const Record& record) const {
+void FoldConstants::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  const Arg &kind = record.at("kind"), &target = record.at("target"),
-            &path = record.at("attribute");
-  const std::vector<Arg>* names = record.at("operands").sequence();
-  std::optional<NodeKind> parsed =
-      kind.is<std::string>() ? parse_kind(kind.as<std::string>()) : std::nullopt;
-  if (!parsed || !target.is<std::string>() || !path.is<std::string>() || !names)
-    throw PassError(*node, "malformed FoldConstants record");
-  if (node->kind() != NodeKind::GetAttr || node->target().str() != path.as<std::string>())
+  NodeKind kind = record.at("kind").kind();
+  Symbol target = Symbol::intern(record.at("target").text());
+  const std::string& path = record.at("attribute").text();
+  if (node->kind() != NodeKind::GetAttr || node->target().str() != path)
     throw PassError(*node, "no longer reads the constant FoldConstants stored");
   std::vector<Node*> inputs;
-  for (const Arg& name : *names) {
-    Node* input =
-        name.is<std::string>() ? rewriter.graph().find_by_name(name.as<std::string>()) : nullptr;
-    if (!input) throw PassError(*node, "an operand of the folded call is gone: " + to_string(name));
-    inputs.push_back(input);
-  }
-  Arg args = rebuild_value(rewriter, node, record.at("args"), inputs);
-  Arg kwargs = rebuild_value(rewriter, node, record.at("kwargs"), inputs);
-  if (!args.sequence() || !kwargs.is<Dict>())
-    throw PassError(*node, "malformed FoldConstants record");
-  rewriter.set_target(node, *parsed, Symbol::intern(target.as<std::string>()));
-  rewriter.set_inputs(node, *args.sequence(), kwargs.as<Dict>());
-  rewriter.remove_attribute(path.as<std::string>());
+  for (const RecordField& name : record.at("operands").items())
+    inputs.push_back(name.node(rewriter.graph()));
+  auto [args, kwargs] =
+      rebuild_inputs(rewriter, node, record.at("args"), record.at("kwargs"), inputs);
+  rewriter.set_target(node, kind, target);
+  rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+  rewriter.remove_attribute(path);
   ctx.restored(node);
 }
 

@@ -37,7 +37,7 @@ class FoldConstants final : public Pass {
   Visit visit() const override { return Visit::AllNodes; }
   void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* node) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   mutable std::unordered_set<const Node*> constant_;

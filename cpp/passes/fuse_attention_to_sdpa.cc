@@ -287,66 +287,58 @@ void FuseAttentionToSdpa::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void FuseAttentionToSdpa::restore(PassContext& ctx, Node* node, const Record& record) const {
-  auto malformed = [&](const std::string& what) {
-    return PassError(*node, "cannot restore the attention: " + what);
+void FuseAttentionToSdpa::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
+  auto cannot = [&](const std::string& why) {
+    return PassError(*node, "cannot restore the attention: " + why);
   };
+  NodeKind kind = record.at("kind").kind();
+  Symbol target = Symbol::intern(record.at("target").text());
+  RecordField key_field = record.at("key"), mask_field = record.at("mask");
+  const std::string &key_form = key_field.text(), &mask_form = mask_field.text();
+  if (key_form != kKeyGiven && key_form != kKeyTransposed)
+    key_field.fail("is not a form of the key");
+  if (mask_form != kMaskNone && mask_form != kMaskGiven && mask_form != kMaskCast &&
+      mask_form != kMaskFill)
+    mask_field.fail("is not a form of the mask");
   if (!is_sdpa_call(*node) || node->args().size() != 3)
-    throw malformed("it is no longer the scaled_dot_product_attention call this pass made");
+    throw cannot("it is no longer the scaled_dot_product_attention call this pass made");
   std::vector<Node*> known;
   for (const Arg& a : node->args()) {
-    if (!a.node()) throw malformed("an operand is not a graph value");
+    if (!a.node()) throw cannot("an operand is not a graph value");
     known.push_back(a.node());
   }
   const Arg* attn_mask = node->kwargs().find("attn_mask");
   Node* mask = attn_mask ? attn_mask->node() : nullptr;
-  const Arg& key_form = record.at("key");
-  const Arg& mask_form = record.at("mask");
-  if ((mask == nullptr) != (mask_form == Arg(std::string(kMaskNone))))
-    throw malformed("its attn_mask does not match the record");
+  if ((mask == nullptr) != (mask_form == kMaskNone))
+    throw cannot("its attn_mask does not match the record");
   // The helper nodes forward made, read through to the model's own values.
   std::vector<Node*> made;
   auto read_through = [&](Node*& operand) {
     if (operand->args().empty() || !operand->args()[0].node())
-      throw malformed(quoted(*operand) + " is not the helper this pass made");
+      throw cannot(quoted(*operand) + " is not the helper this pass made");
     made.push_back(operand);
     operand = operand->args()[0].node();
   };
-  if (key_form == Arg(std::string(kKeyTransposed))) read_through(known[1]);
-  if (mask_form == Arg(std::string(kMaskCast)) || mask_form == Arg(std::string(kMaskFill)))
-    read_through(mask);
+  if (key_form == kKeyTransposed) read_through(known[1]);
+  if (mask_form == kMaskCast || mask_form == kMaskFill) read_through(mask);
   if (mask) known.push_back(mask);
 
   Rewriter& rewriter = ctx.rewriter;
   const Graph& graph = rewriter.graph();
-  const std::vector<Arg>* runs = record.at("runs").sequence();
-  if (!runs) throw malformed("no runs of nodes in the record");
-  for (const Arg& run : *runs) {
-    const std::vector<Arg>* fields = run.sequence();
-    if (!fields || fields->size() != 3 || !(*fields)[0].is<std::string>() ||
-        !(*fields)[1].sequence())
-      throw malformed("a run of nodes is malformed");
-    Node* anchor = graph.find_by_name((*fields)[0].as<std::string>());
+  for (const RecordField& run : record.at("runs").items()) {
+    std::vector<RecordField> fields = run.items(3);  // (anchor name, reads, nodes)
+    Node* anchor = graph.find_by_name(fields[0].text());
     bool in_place = anchor && !anchor->erased() && (anchor == node || graph.before(anchor, node));
-    for (const Arg& read : *(*fields)[1].sequence()) {
-      std::optional<int64_t> i = read.integer();
-      if (!i || *i < 0 || size_t(*i) >= known.size()) throw malformed("a run reads no known value");
-      in_place = in_place && graph.before(known[*i], anchor);
-    }
+    for (const RecordField& read : fields[1].items())
+      in_place = in_place && graph.before(known[read.index(known.size())], anchor);
     std::vector<Node*> rebuilt =
-        rebuild_nodes(rewriter, in_place ? anchor : node, (*fields)[2], known);
+        rebuild_nodes(rewriter, in_place ? anchor : node, fields[2], known);
     known.insert(known.end(), rebuilt.begin(), rebuilt.end());
   }
-  Arg args = rebuild_value(rewriter, node, record.at("args"), known);
-  Arg kwargs = rebuild_value(rewriter, node, record.at("kwargs"), known);
-  std::optional<NodeKind> kind = record.at("kind").is<std::string>()
-                                     ? parse_kind(record.at("kind").as<std::string>())
-                                     : std::nullopt;
-  const Arg& target = record.at("target");
-  if (!kind || !target.is<std::string>() || !args.is<Tuple>() || !kwargs.is<Dict>())
-    throw malformed("the original call in the record is malformed");
-  rewriter.set_target(node, *kind, Symbol::intern(target.as<std::string>()));
-  rewriter.set_inputs(node, args.as<Tuple>().items, kwargs.as<Dict>());
+  auto [args, kwargs] =
+      rebuild_inputs(rewriter, node, record.at("args"), record.at("kwargs"), known);
+  rewriter.set_target(node, kind, target);
+  rewriter.set_inputs(node, std::move(args), std::move(kwargs));
   for (Node* helper : made)
     if (helper->users().empty()) rewriter.erase(helper);
   ctx.restored(node);

@@ -61,7 +61,7 @@ void FuseBatchNormInConv::rewrite(PassContext& ctx, Node* node) const {
   absorb_batch_norm(ctx, conv->params, *bn, std::move(*captured), BatchNormSide::After, folded);
 }
 
-void FuseBatchNormInConv::restore(PassContext& ctx, Node* node, const Record& record) const {
+void FuseBatchNormInConv::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   restore_batch_norm(ctx, node, record);
 }
 

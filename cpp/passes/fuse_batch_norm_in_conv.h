@@ -28,7 +28,7 @@ class FuseBatchNormInConv final : public Pass {
   explicit FuseBatchNormInConv(bool only_2d) : only_2d_(only_2d) {}
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   bool only_2d_;

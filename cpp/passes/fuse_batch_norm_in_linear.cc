@@ -63,7 +63,8 @@ void FuseBatchNorm1dInLinear::rewrite(PassContext& ctx, Node* node) const {
   absorb_batch_norm(ctx, linear->params, *bn, std::move(*captured), side, folded);
 }
 
-void FuseBatchNorm1dInLinear::restore(PassContext& ctx, Node* node, const Record& record) const {
+void FuseBatchNorm1dInLinear::restore(PassContext& ctx, Node* node,
+                                      const RecordReader& record) const {
   restore_batch_norm(ctx, node, record);
 }
 

@@ -13,7 +13,7 @@
 // could be 3. When BN sits between two Linears it folds into the one before it.
 // Numerics: weight math in float32 or wider (tensor/batch_norm_fold.h); BN -> Linear adds
 // W @ shift to the bias, a sum over in_features, so its rounding grows with in_features.
-// The Linear gets new tensors copy-on-write (ops/stored_params.h); reverse restores the
+// The Linear gets new tensors copy-on-write (passes/replace_params.h); reverse restores the
 // original module or attributes and rebuilds the batch norm, in any later session.
 #pragma once
 
@@ -25,7 +25,7 @@ class FuseBatchNorm1dInLinear final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 };
 
 }  // namespace fxopt

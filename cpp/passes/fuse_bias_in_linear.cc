@@ -43,7 +43,7 @@ void FuseBiasInLinear::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(node);
 }
 
-void FuseBiasInLinear::restore(PassContext& ctx, Node* node, const Record& record) const {
+void FuseBiasInLinear::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   std::string why_not;
   std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node, &why_not);
   if (!view) throw PassError(*node, "is no longer a Linear (" + why_not + ")");

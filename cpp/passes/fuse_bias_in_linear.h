@@ -36,7 +36,7 @@ class FuseBiasInLinear final : public Pass {
   std::vector<Trigger> triggers() const override;
   void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   mutable std::optional<TiedTensors> tied_;  // of the run's program, from begin()

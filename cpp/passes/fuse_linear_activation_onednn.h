@@ -50,7 +50,7 @@ class FuseLinearActivationOneDnn final : public Pass {
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   std::vector<std::string> dtypes_;

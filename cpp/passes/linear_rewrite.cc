@@ -49,14 +49,11 @@ Arg stored_at(Node* stored) {
 
 // Stores `tensor` at the recorded path; the recorded get_attr node if it is still there, else a
 // new one before `user` under the recorded name.
-Node* restore_stored(Rewriter& rewriter, Node* user, const Arg& recorded,
+Node* restore_stored(Rewriter& rewriter, Node* user, const RecordField& recorded,
                      const TensorInfo& tensor) {
-  const auto* entry = recorded.sequence();
-  if (!entry || entry->size() != 2 || !(*entry)[0].is<std::string>() ||
-      !(*entry)[1].is<std::string>())
-    throw PassError(*user, "malformed Linear record: " + to_string(recorded));
-  const std::string& path = (*entry)[0].as<std::string>();
-  const std::string& name = (*entry)[1].as<std::string>();
+  std::vector<RecordField> path_name = recorded.items(2);
+  const std::string& path = path_name[0].text();
+  const std::string& name = path_name[1].text();
   Symbol target = Symbol::intern(path);
   rewriter.set_attribute(path, tensor);
   Node* existing = rewriter.graph().find_by_name(name);
@@ -193,17 +190,11 @@ Tuple tie_paths(const TiedTensors& tied, const LinearView& view, const TensorInf
 }
 
 // The tied paths recorded for tensor `index` (0 weight, 1 bias); none in older records.
-std::vector<std::string> recorded_ties(const Node& node, const Record& record, size_t index) {
-  const Arg* ties = record.get("linear.ties");
+std::vector<std::string> recorded_ties(const RecordReader& record, size_t index) {
+  std::optional<RecordField> ties = record.find("linear.ties");
   if (!ties) return {};
-  const std::vector<Arg>* both = ties->sequence();
-  const std::vector<Arg>* paths = both && both->size() == 2 ? (*both)[index].sequence() : nullptr;
-  if (!paths) throw PassError(node, "malformed Linear record: " + to_string(*ties));
   std::vector<std::string> out;
-  for (const Arg& p : *paths) {
-    if (!p.is<std::string>()) throw PassError(node, "malformed Linear record: " + to_string(*ties));
-    out.push_back(p.as<std::string>());
-  }
+  for (const RecordField& path : ties->items(2)[index].items()) out.push_back(path.text());
   return out;
 }
 
@@ -225,34 +216,28 @@ void describe(const LinearView& view, const TiedTensors& tied, Record& record) {
                                  tie_paths(tied, view, view.bias, view.bias_node, "bias")}});
 }
 
-bool recorded_bias(const Record& record) { return record.at("linear.has_bias") == Arg(true); }
+bool recorded_bias(const RecordReader& record) { return record.at("linear.has_bias").boolean(); }
 
-void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
+void restore_linear(Rewriter& rewriter, Node* node, const RecordReader& record, Node* input,
                     const TensorInfo& computed_weight, const TensorInfo& computed_bias,
                     const LinearView& like) {
-  const Arg& kind_name = record.at("linear.kind");
-  const Arg& target = record.at("linear.target");
-  const Arg& recorded_args = record.at("linear.args");
-  const Arg& recorded_kwargs = record.at("linear.kwargs");
-  std::optional<NodeKind> kind =
-      kind_name.is<std::string>() ? parse_kind(kind_name.as<std::string>()) : std::nullopt;
-  if (!kind || !target.is<std::string>() || !recorded_args.sequence() ||
-      !recorded_kwargs.is<Dict>())
-    throw PassError(*node, "malformed Linear record");
-  if (*kind != like.dialect->kind)
+  NodeKind kind = record.at("linear.kind").kind();
+  const std::string& target = record.at("linear.target").text();
+  Args args;
+  for (const RecordField& arg : record.at("linear.args").items()) args.push_back(arg.value());
+  Kwargs kwargs = record.at("linear.kwargs").dict();
+  if (kind != like.dialect->kind)
     throw PassError(*node,
                     "its Linear record does not match the dialect of '" + like.node->name() + "'");
   const Program& program = rewriter.program();
-  TensorInfo weight = tied_tensor(program, recorded_ties(*node, record, 0), computed_weight);
+  TensorInfo weight = tied_tensor(program, recorded_ties(record, 0), computed_weight);
   TensorInfo bias = computed_bias.present()
-                        ? tied_tensor(program, recorded_ties(*node, record, 1), computed_bias)
+                        ? tied_tensor(program, recorded_ties(record, 1), computed_bias)
                         : computed_bias;
 
-  Args args = *recorded_args.sequence();
-  Kwargs kwargs = recorded_kwargs.as<Dict>();
   put(args, kwargs, kLinearInput, "input", input);
-  if (*kind == NodeKind::CallModule) {
-    rewriter.set_module(target.as<std::string>(), like.module(),
+  if (kind == NodeKind::CallModule) {
+    rewriter.set_module(target, like.module(),
                         module_with(rewriter.program(), like.module(), weight, bias));
   } else {
     put(args, kwargs, kLinearWeight, "weight",
@@ -261,7 +246,7 @@ void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* 
       put(args, kwargs, kLinearBias, "bias",
           restore_stored(rewriter, node, record.at("linear.bias"), bias));
   }
-  rewriter.set_target(node, *kind, Symbol::intern(target.as<std::string>()));
+  rewriter.set_target(node, kind, Symbol::intern(target));
   rewriter.set_inputs(node, std::move(args), std::move(kwargs));
 }
 

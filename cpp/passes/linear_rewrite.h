@@ -63,13 +63,13 @@ Node* ones_column_source(const LinearView& like, const Node& node);
 // were stored (ops/tied_tensors.h).
 void describe(const LinearView& view, const TiedTensors& tied, Record& record);
 // True if the described Linear had a bias.
-bool recorded_bias(const Record& record);
+bool recorded_bias(const RecordReader& record);
 // Makes `node` the Linear `record` describes, reading `input`, with `weight` / `bias` (absent:
 // None) stored at the recorded paths and read through the recorded get_attr nodes (reused when
 // still there, else recreated under their names). A recorded module comes back as a copy of
 // `like`'s module (same type: both passes only ever pair a Linear with one of its kind). A
 // tensor that was tied to another path takes the tensor stored there, if it can stand in.
-void restore_linear(Rewriter& rewriter, Node* node, const Record& record, Node* input,
+void restore_linear(Rewriter& rewriter, Node* node, const RecordReader& record, Node* input,
                     const TensorInfo& weight, const TensorInfo& bias, const LinearView& like);
 
 }  // namespace fxopt

@@ -110,12 +110,6 @@ std::string merged_name(const std::vector<LinearView>& group) {
   return name + "merged";
 }
 
-int64_t record_int(const Node& node, const Record& record, std::string_view key) {
-  std::optional<int64_t> value = record.at(key).integer();
-  if (!value) throw PassError(node, "reversal record has a malformed '" + std::string(key) + "'");
-  return *value;
-}
-
 }  // namespace
 
 std::vector<Trigger> MergeLinears::triggers() const { return linear_triggers(); }
@@ -154,12 +148,12 @@ void MergeLinears::rewrite(PassContext& ctx, Node* node) const {
     for (const LinearView& member : group) remove_tensors(ctx.rewriter, member);
 }
 
-void MergeLinears::restore(PassContext& ctx, Node* node, const Record& record) const {
+void MergeLinears::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Node* source = slice_source(*node);
   std::optional<LinearView> merged =
       source ? as_linear(ctx.rewriter.program(), *source) : std::nullopt;
   if (!merged) throw PassError(*node, "is no longer a slice of a merged Linear");
-  int64_t start = record_int(*node, record, "start"), end = record_int(*node, record, "end");
+  int64_t start = record.at("start").integer(), end = record.at("end").integer();
   if (start < 0 || end <= start || end > merged->out_features)
     throw PassError(*node, "its rows do not fit the merged Linear '" + source->name() + "'");
   if (recorded_bias(record) && !merged->has_bias())

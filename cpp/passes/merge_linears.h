@@ -30,7 +30,7 @@
 // .to(device) / .half(), and reflects training of the merged weights (as optimum's does).
 // Restored tensors are new copies (no views of the merged ones); a member that had no bias gets
 // None again. The original Python objects of modules and parameters are not brought back.
-// Why not keep the originals registered and re-point at them (ops/stored_params.h does, as a
+// Why not keep the originals registered and re-point at them (passes/replace_params.h does, as a
 // folded BatchNorm cannot be recomputed exactly)? Slicing rows is exact, so keeping them would
 // only hold every merged weight twice, in memory and in state_dict, and ignore training.
 // Tied weights (two modules holding one Parameter, symbolic graphs) come back tied: the record
@@ -61,7 +61,7 @@ class MergeLinears final : public Pass {
   std::vector<Trigger> triggers() const override;
   void begin(const Program& program) const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   mutable std::optional<TiedTensors> tied_;  // of the run's program, from begin()

@@ -160,23 +160,22 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(y);
 }
 
-void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const Record& record) const {
+void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  const std::vector<Arg>* paths = record.at("attributes").sequence();
-  const Arg &flattened = record.at("flattened"), &bias = record.at("bias");
-  if (!paths || !flattened.is<bool>() || !bias.is<bool>())
-    throw PassError(*node, "malformed QuantizeLinearsInt8 record");
+  bool flattened = record.at("flattened").boolean(), bias = record.at("bias").boolean();
+  std::vector<std::string> attributes;  // the int8 weight and its scales
+  for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
 
   ChainWalker walk(node);
   Node* y = node;
-  if (flattened.as<bool>()) {
+  if (flattened) {
     y = walk.operand(y, kReshape, 0);
     const std::vector<Arg>* sizes = node->args().size() > 1 ? node->args()[1].sequence() : nullptr;
     if (!sizes) throw PassError(*node, "is no longer the int8 Linear this transformation made");
     for (const Arg& size : *sizes)
       if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
   }
-  if (bias.as<bool>()) y = walk.operand(y, kAdd, 0);
+  if (bias) y = walk.operand(y, kAdd, 0);
   Node* scaled = walk.operand(y, kMul, 0);  // y = scaled * weight scales
   Node* product = walk.operand(scaled, kMul, 0);
   Node* scale = walk.operand(scaled, kMul, 1);  // the token scales
@@ -184,11 +183,10 @@ void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const Record& re
   Node* x = walk.operand(walk.operand(rounded, kRound, 0), kDiv, 0);
   walk.operand(walk.operand(walk.operand(walk.operand(scale, kClampMin, 0), kDiv, 0), kAmax, 0),
                kAbs, 0);
-  if (flattened.as<bool>()) x = walk.operand(x, kReshape, 0);
+  if (flattened) x = walk.operand(x, kReshape, 0);
 
   Node* inputs[] = {x};
   std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
-  if (rebuilt.empty()) throw PassError(*node, "malformed QuantizeLinearsInt8 record");
   rewriter.replace_all_uses(node, rebuilt.back());
   // Users first: each node is unused by the time it is erased.
   std::vector<Node*> chain = walk.nodes();
@@ -201,8 +199,7 @@ void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const Record& re
     rewriter.erase(n);
     for (Node* read : reads) rewriter.erase_if_unused_read(read);
   }
-  for (const Arg& path : *paths)
-    if (path.is<std::string>()) rewriter.remove_attribute(path.as<std::string>());
+  for (const std::string& path : attributes) rewriter.remove_attribute(path);
   ctx.restored(rebuilt.back());
 }
 

@@ -45,7 +45,7 @@ class QuantizeLinearsInt8 final : public Pass {
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
   Arg int8_dtype_;

@@ -117,38 +117,27 @@ void RecognizeLinears::rewrite(PassContext& ctx, Node* node) const {
   ctx.changed(linear);
 }
 
-void RecognizeLinears::restore(PassContext& ctx, Node* node, const Record& record) const {
+void RecognizeLinears::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  const Arg& weight_path = record.at("weight");
-  const std::vector<Arg>* outside = record.at("outside").sequence();
-  const Arg& created = record.at("created");
+  const std::string& weight_path = record.at("weight").text();
+  std::vector<RecordField> outside = record.at("outside").items();
+  const std::string* created = record.at("created").optional_text();
   const Arg* input = node->input(0, "input");
   Node* weight = weight_read(*node);
-  if (!weight_path.is<std::string>() || !outside ||
-      !(created.is_none() || created.is<std::string>()))
-    throw PassError(*node, "malformed RecognizeLinears record");
   if (!input || !input->node())
     throw PassError(*node, "its input is no longer a tensor produced by the graph");
-  if (!weight || !weight->is(NodeKind::GetAttr, Symbol::intern(weight_path.as<std::string>())))
-    throw PassError(*node, "its weight no longer reads '" + weight_path.as<std::string>() +
+  if (!weight || !weight->is(NodeKind::GetAttr, Symbol::intern(weight_path)))
+    throw PassError(*node, "its weight no longer reads '" + weight_path +
                                "' (reverse the transformations applied after this one first)");
 
+  // What the original product read besides the input.
   std::vector<Node*> inputs = {input->node()};
-  for (const Arg& name : *outside) {
-    Node* found =
-        name.is<std::string>() ? rewriter.graph().find_by_name(name.as<std::string>()) : nullptr;
-    if (!found || found->erased())
-      throw PassError(*node, "node '" + to_string(name) +
-                                 "', which the original product read, is gone from the graph");
-    inputs.push_back(found);
-  }
+  for (const RecordField& name : outside) inputs.push_back(name.node(rewriter.graph()));
   std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
-  if (rebuilt.empty()) throw PassError(*node, "malformed RecognizeLinears record");
   rewriter.replace_and_erase(node, rebuilt.back());
   rewriter.erase_if_unused_read(weight);
-  if (created.is<std::string>() &&
-      rewriter.graph().find(NodeKind::GetAttr, Symbol::intern(created.as<std::string>())).empty())
-    rewriter.remove_attribute(created.as<std::string>());
+  if (created && rewriter.graph().find(NodeKind::GetAttr, Symbol::intern(*created)).empty())
+    rewriter.remove_attribute(*created);
   ctx.restored(rebuilt.back());
 }
 

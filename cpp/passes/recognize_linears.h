@@ -44,7 +44,7 @@ class RecognizeLinears final : public Pass {
  public:
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
-  void restore(PassContext& ctx, Node* node, const Record& record) const override;
+  void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 };
 
 }  // namespace fxopt

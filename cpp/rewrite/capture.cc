@@ -1,7 +1,6 @@
 #include "rewrite/capture.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace fxopt {
 namespace {
@@ -35,10 +34,6 @@ std::optional<Arg> capture_items(std::string_view tag, const std::vector<Arg>& i
   return tagged(tag, std::move(out));
 }
 
-[[noreturn]] void malformed(const Arg& value) {
-  throw std::invalid_argument("malformed captured value in a reversal record: " + to_string(value));
-}
-
 // Resolves captured values; reads attributes through existing get_attr nodes where it can.
 class Rebuilder {
  public:
@@ -47,49 +42,52 @@ class Rebuilder {
 
   std::vector<Node*> nodes;
 
-  Arg operator()(const Arg& captured) {
-    if (!captured.is<Tuple>()) return captured;  // scalars, strings, None, opaque values
-    const std::vector<Arg>& pair = captured.as<Tuple>().items;
-    if (pair.size() != 2 || !pair[0].is<std::string>()) malformed(captured);
-    const std::string& tag = pair[0].as<std::string>();
-    const Arg& payload = pair[1];
-    if (tag == kNode) return Arg(nodes.at(index(payload, nodes.size())));
-    if (tag == kInput) return Arg(inputs_[index(payload, inputs_.size())]);
-    if (!payload.is<Tuple>()) malformed(captured);
-    const std::vector<Arg>& items = payload.as<Tuple>().items;
-    if (tag == kAttr) return Arg(attribute(items));
-    if (tag == kDict) return dict(items);
+  Arg operator()(const RecordField& captured) {
+    if (!captured.value().is<Tuple>()) return captured.value();  // scalars, strings, None, opaque
+    std::vector<RecordField> pair = captured.items(2);
+    const std::string& tag = pair[0].text();
+    const RecordField& payload = pair[1];
+    if (tag == kNode) return Arg(nodes[payload.index(nodes.size())]);
+    if (tag == kInput) return Arg(inputs_[payload.index(inputs_.size())]);
+    if (tag == kAttr) return Arg(attribute(payload));
+    if (tag == kDict) return dict(payload);
     std::vector<Arg> rebuilt;
-    for (const Arg& item : items) rebuilt.push_back((*this)(item));
+    for (const RecordField& item : payload.items()) rebuilt.push_back((*this)(item));
     if (tag == kList) return List{std::move(rebuilt)};
     if (tag == kTuple) return Tuple{std::move(rebuilt)};
-    if (tag == kSlice && rebuilt.size() == 3) return Slice{std::move(rebuilt)};
-    malformed(captured);
+    if (tag != kSlice) pair[0].fail("is not a tag of a captured value");
+    if (rebuilt.size() != 3) payload.fail("is not a slice's start, stop and step");
+    return Slice{std::move(rebuilt)};
   }
 
-  Dict dict(const std::vector<Arg>& items) {
+  // A node's positional arguments, as capture_value stored its Tuple.
+  Args args(const RecordField& captured) {
+    Arg rebuilt = (*this)(captured);
+    if (!rebuilt.is<Tuple>()) captured.fail("is not a captured tuple of arguments");
+    return std::get<Tuple>(std::move(rebuilt.value)).items;
+  }
+
+  // A node's keyword arguments, as capture_value stored its Dict.
+  Dict kwargs(const RecordField& captured) {
+    Arg rebuilt = (*this)(captured);
+    if (!rebuilt.is<Dict>()) captured.fail("is not captured keyword arguments");
+    return std::get<Dict>(std::move(rebuilt.value));
+  }
+
+ private:
+  Dict dict(const RecordField& payload) {
     Dict out;
-    for (const Arg& entry : items) {
-      const std::vector<Arg>* kv = entry.sequence();
-      if (!kv || kv->size() != 2 || !(*kv)[0].is<std::string>()) malformed(entry);
-      out.items.emplace_back((*kv)[0].as<std::string>(), (*this)((*kv)[1]));
+    for (const RecordField& entry : payload.items()) {
+      std::vector<RecordField> kv = entry.items(2);
+      out.items.emplace_back(kv[0].text(), (*this)(kv[1]));
     }
     return out;
   }
 
- private:
-  static size_t index(const Arg& payload, size_t bound) {
-    std::optional<int64_t> i = payload.integer();
-    if (!i || *i < 0 || size_t(*i) >= bound) malformed(payload);
-    return size_t(*i);
-  }
-
   // (path, name): the read gets back the name its tracer gave it (Dynamo's differ from paths).
-  Node* attribute(const std::vector<Arg>& items) {
-    if (items.size() != 2 || !items[0].is<std::string>() || !items[1].is<std::string>())
-      malformed(Tuple{items});
-    return rewriter_.read_attribute(anchor_, items[0].as<std::string>(),
-                                    items[1].as<std::string>());
+  Node* attribute(const RecordField& payload) {
+    std::vector<RecordField> path_name = payload.items(2);
+    return rewriter_.read_attribute(anchor_, path_name[0].text(), path_name[1].text());
   }
 
   Rewriter& rewriter_;
@@ -131,11 +129,12 @@ std::optional<Arg> capture_value(const Arg& value, std::span<Node* const> inputs
       value.value);
 }
 
-Arg rebuild_value(Rewriter& rewriter, Node* anchor, const Arg& captured,
-                  std::span<Node* const> inputs, std::span<Node* const> nodes) {
+std::pair<Args, Kwargs> rebuild_inputs(Rewriter& rewriter, Node* anchor, const RecordField& args,
+                                       const RecordField& kwargs, std::span<Node* const> inputs,
+                                       std::span<Node* const> nodes) {
   Rebuilder rebuild(rewriter, anchor, inputs);
   rebuild.nodes.assign(nodes.begin(), nodes.end());
-  return rebuild(captured);
+  return {rebuild.args(args), rebuild.kwargs(kwargs)};
 }
 
 std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* const> inputs) {
@@ -148,40 +147,58 @@ std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* c
     if (!args || !kwargs) return std::nullopt;
     // Its metadata too: the marks and reversal records other transformations left on it, so
     // their reverse finds the node again once this one is undone (compositions reverse).
-    Tuple meta;
-    for (const auto& [key, value] : n->meta().items) meta.items.push_back(Tuple{{key, value}});
     out.items.push_back(
         Tuple{{Arg(std::string(kind_name(n->kind()))), Arg(n->target().str()), Arg(n->name()),
-               std::move(*args), std::move(*kwargs), std::move(meta)}});
+               std::move(*args), std::move(*kwargs), capture_meta(*n)}});
   }
   return out;
 }
 
-std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const Arg& captured,
+namespace {
+
+Node* rebuild_one(Rewriter& rewriter, Rebuilder& rebuild, Node* anchor,
+                  const RecordField& captured) {
+  std::vector<RecordField> f = captured.items(6);  // kind, target, name, args, kwargs, meta
+  NodeKind kind = f[0].kind();
+  const std::string &target = f[1].text(), &name = f[2].text();
+  Args args = rebuild.args(f[3]);
+  Dict kwargs = rebuild.kwargs(f[4]);
+  Node* node = rewriter.insert_before(anchor, kind, Symbol::intern(target), name, std::move(args),
+                                      std::move(kwargs));
+  restore_meta(rewriter, node, f[5]);
+  return node;
+}
+
+}  // namespace
+
+std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const RecordField& captured,
                                  std::span<Node* const> inputs) {
-  const std::vector<Arg>* entries = captured.sequence();
-  if (!entries) malformed(captured);
+  std::vector<RecordField> entries = captured.items();
+  if (entries.empty()) captured.fail("holds no nodes");
   Rebuilder rebuild(rewriter, anchor, inputs);
-  for (const Arg& entry : *entries) {
-    const std::vector<Arg>* f = entry.sequence();
-    if (!f || f->size() != 6 || !(*f)[0].is<std::string>() || !(*f)[1].is<std::string>() ||
-        !(*f)[2].is<std::string>() || !(*f)[5].sequence())
-      malformed(entry);
-    std::optional<NodeKind> kind = parse_kind((*f)[0].as<std::string>());
-    Arg args = rebuild((*f)[3]);
-    Arg kwargs = rebuild((*f)[4]);
-    if (!kind || !args.is<Tuple>() || !kwargs.is<Dict>()) malformed(entry);
-    Node* node = rewriter.insert_before(anchor, *kind, Symbol::intern((*f)[1].as<std::string>()),
-                                        (*f)[2].as<std::string>(), args.as<Tuple>().items,
-                                        kwargs.as<Dict>());
-    for (const Arg& item : *(*f)[5].sequence()) {
-      const std::vector<Arg>* kv = item.sequence();
-      if (!kv || kv->size() != 2 || !(*kv)[0].is<std::string>()) malformed(item);
-      rewriter.set_meta(node, (*kv)[0].as<std::string>(), (*kv)[1]);
-    }
-    rebuild.nodes.push_back(node);
-  }
+  for (const RecordField& entry : entries)
+    rebuild.nodes.push_back(rebuild_one(rewriter, rebuild, anchor, entry));
   return rebuild.nodes;
+}
+
+Node* rebuild_node(Rewriter& rewriter, Node* anchor, const RecordField& captured,
+                   std::span<Node* const> inputs) {
+  Rebuilder rebuild(rewriter, anchor, inputs);
+  return rebuild_one(rewriter, rebuild, anchor, captured);
+}
+
+Arg capture_meta(const Node& node) {
+  Tuple meta;
+  for (const auto& [key, value] : node.meta().items) meta.items.push_back(Tuple{{key, value}});
+  return meta;
+}
+
+void restore_meta(Rewriter& rewriter, Node* node, const RecordField& captured) {
+  for (const RecordField& entry : captured.items()) {
+    std::vector<RecordField> kv = entry.items(2);
+    const Arg* current = node->meta().find(kv[0].text());
+    if (!current || *current != kv[1].value()) rewriter.set_meta(node, kv[0].text(), kv[1].value());
+  }
 }
 
 }  // namespace fxopt

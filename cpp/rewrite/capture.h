@@ -16,25 +16,37 @@
 
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "rewrite/record_reader.h"
 #include "rewrite/rewriter.h"
 
 namespace fxopt {
 
 std::optional<Arg> capture_value(const Arg& value, std::span<Node* const> inputs,
                                  std::span<Node* const> nodes = {});
-// The captured value with its references resolved, for a node to be placed before `anchor`;
-// attributes are read through an existing get_attr node before it, or a new one.
-Arg rebuild_value(Rewriter& rewriter, Node* anchor, const Arg& captured,
-                  std::span<Node* const> inputs, std::span<Node* const> nodes = {});
+// The arguments and keyword arguments of a call, captured by capture_value, with their
+// references resolved, for a node to be placed before `anchor`; attributes are read through an
+// existing get_attr node before it, or a new one.
+std::pair<Args, Kwargs> rebuild_inputs(Rewriter& rewriter, Node* anchor, const RecordField& args,
+                                       const RecordField& kwargs, std::span<Node* const> inputs,
+                                       std::span<Node* const> nodes = {});
 
 // Captures `nodes` (in graph order; each may read earlier ones, `inputs` and get_attr nodes)
 // with their metadata: (kind, target, name, args, kwargs, meta pairs) each.
 std::optional<Arg> capture_nodes(std::span<Node* const> nodes, std::span<Node* const> inputs);
-// Recreates captured nodes before `anchor` under their old names where free, with their
-// metadata (marks and records of other transformations); returns them in their captured order.
-std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const Arg& captured,
+// Recreates captured nodes (at least one) before `anchor` under their old names where free, with
+// their metadata (marks and records of other transformations); returns them in captured order.
+std::vector<Node*> rebuild_nodes(Rewriter& rewriter, Node* anchor, const RecordField& captured,
                                  std::span<Node* const> inputs);
+// Recreates one node of what capture_nodes stored.
+Node* rebuild_node(Rewriter& rewriter, Node* anchor, const RecordField& captured,
+                   std::span<Node* const> inputs);
+
+// A node's fxopt metadata (marks, reversal records) as (key, value) pairs, and putting it back:
+// keys the node lacks or holds another value under are set, others left alone.
+Arg capture_meta(const Node& node);
+void restore_meta(Rewriter& rewriter, Node* node, const RecordField& captured);
 
 }  // namespace fxopt

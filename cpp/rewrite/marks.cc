@@ -1,7 +1,6 @@
 #include "rewrite/marks.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace fxopt {
 namespace {
@@ -21,6 +20,14 @@ void store(Rewriter& rewriter, Node* node, std::string_view key, std::vector<Arg
 bool is_entry_for(const Arg& entry, std::string_view signature) {
   const auto* pair = entry.sequence();
   return pair && pair->size() == 2 && (*pair)[0] == Arg(std::string(signature));
+}
+
+const Arg* stored_record(const Node& node, std::string_view signature) {
+  const auto* entries = tuple_items(node, kReversalKey);
+  if (!entries) return nullptr;
+  for (const Arg& entry : *entries)
+    if (is_entry_for(entry, signature)) return &entry.sequence()->at(1);
+  return nullptr;
 }
 
 }  // namespace
@@ -54,31 +61,9 @@ std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature) 
   return nodes;
 }
 
-Record::Record(const Arg& stored) {
-  const auto* items = stored.sequence();
-  if (!items) throw std::invalid_argument("reversal record is not a tuple: " + to_string(stored));
-  for (const Arg& pair : *items) {
-    const auto* kv = pair.sequence();
-    if (!kv || kv->size() != 2 || !(*kv)[0].is<std::string>())
-      throw std::invalid_argument("malformed reversal record entry: " + to_string(pair));
-    items_.emplace_back((*kv)[0].as<std::string>(), (*kv)[1]);
-  }
-}
-
 Record& Record::set(std::string key, Arg value) {
   items_.emplace_back(std::move(key), std::move(value));
   return *this;
-}
-
-const Arg* Record::get(std::string_view key) const {
-  for (const auto& [k, v] : items_)
-    if (k == key) return &v;
-  return nullptr;
-}
-
-const Arg& Record::at(std::string_view key) const {
-  if (const Arg* v = get(key)) return *v;
-  throw std::invalid_argument("reversal record has no '" + std::string(key) + "'");
 }
 
 Arg Record::to_arg() const {
@@ -87,12 +72,14 @@ Arg Record::to_arg() const {
   return out;
 }
 
-std::optional<Record> reversal_record(const Node& node, std::string_view signature) {
-  const auto* entries = tuple_items(node, kReversalKey);
-  if (!entries) return std::nullopt;
-  for (const Arg& entry : *entries)
-    if (is_entry_for(entry, signature)) return Record(entry.sequence()->at(1));
-  return std::nullopt;
+bool has_reversal_record(const Node& node, std::string_view signature) {
+  return stored_record(node, signature) != nullptr;
+}
+
+std::optional<RecordReader> reversal_record(const Node& node, std::string_view signature) {
+  const Arg* stored = stored_record(node, signature);
+  if (!stored) return std::nullopt;
+  return RecordReader(node, signature, *stored);
 }
 
 void set_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature,

@@ -5,7 +5,8 @@
 // fx copies `node.meta` shallowly, and immutable values keep copies from sharing state.
 //   meta["fxopt_transformations"] = ("<signature>", ...)
 //   meta["fxopt_reversal"]        = (("<signature>", <record>), ...)
-// A record is a tuple of (key, value) pairs built with Record.
+// A record is a tuple of (key, value) pairs, written with Record and read back with RecordReader
+// (rewrite/record_reader.h), which fails one way on whatever does not fit.
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ir/node.h"
+#include "rewrite/record_reader.h"
 #include "rewrite/rewriter.h"
 
 namespace fxopt {
@@ -26,23 +28,19 @@ void unmark(Rewriter& rewriter, Node* node, std::string_view signature);
 // Nodes that carry `signature`'s mark, in graph order. O(n): reverse runs once per call.
 std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature);
 
+// A record being written, in the order its fields are set.
 class Record {
  public:
-  Record() = default;
-  explicit Record(const Arg& stored);
-
   Record& set(std::string key, Arg value);
-  const Arg* get(std::string_view key) const;
-  // The value under `key`; throws naming the key if the record lacks it.
-  const Arg& at(std::string_view key) const;
   Arg to_arg() const;
 
  private:
   std::vector<std::pair<std::string, Arg>> items_;
 };
 
-// The record `signature` left on `node`, if any.
-std::optional<Record> reversal_record(const Node& node, std::string_view signature);
+bool has_reversal_record(const Node& node, std::string_view signature);
+// The record `signature` left on `node`, if any, to read; `signature` must outlive it.
+std::optional<RecordReader> reversal_record(const Node& node, std::string_view signature);
 void set_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature,
                          const Record& record);
 void clear_reversal_record(Rewriter& rewriter, Node* node, std::string_view signature);

@@ -27,7 +27,7 @@ void PassContext::remove(Node* node, Node* replacement) {
   rewriter.before_erase = std::move(placing);
 }
 
-void Pass::restore(PassContext&, Node* node, const Record&) const {
+void Pass::restore(PassContext&, Node* node, const RecordReader&) const {
   throw PassError(*node, "this transformation is not reversible");
 }
 
@@ -85,33 +85,43 @@ Node* output_node(const Graph& graph) {
   return output;
 }
 
-// The runs recorded on the output node for this signature under `key`: one list per run.
-std::vector<Arg> recorded_runs(const Node& output, std::string_view signature,
-                               std::string_view key) {
-  std::optional<Record> record = reversal_record(output, signature);
-  const Arg* runs = record ? record->get(key) : nullptr;
-  if (!runs) return {};
-  if (!runs->sequence()) throw std::invalid_argument("malformed run record: " + to_string(*runs));
-  return *runs->sequence();
+// The runs recorded under `key`, one list per run; none if there is no such record.
+std::vector<RecordField> runs_under(const std::optional<RecordReader>& record,
+                                    std::string_view key) {
+  std::optional<RecordField> field = record ? record->find(key) : std::nullopt;
+  return field ? field->items() : std::vector<RecordField>{};
 }
 
-// What one forward run removed (rewrite/removal.h) and where the reads it erased stood
-// (rewrite/placement.h); the output node keeps one of each per run, paired.
+// What the forward runs removed (rewrite/removal.h) and where the reads they erased stood
+// (rewrite/placement.h), as recorded on the output node: one list of each per run, paired.
 struct Runs {
-  std::vector<Arg> removed;
-  std::vector<Arg> placed;
-
   Runs(const Node& output, std::string_view signature)
-      : removed(recorded_runs(output, signature, kRemovedKey)),
-        placed(recorded_runs(output, signature, kPlacedKey)) {
-    placed.resize(removed.size(), Tuple{});  // records written before placements existed
-  }
+      : record(reversal_record(output, signature)),
+        removed(runs_under(record, kRemovedKey)),
+        placed(runs_under(record, kPlacedKey)) {}
 
-  void store(PassContext& ctx, Node* output) {
+  const std::optional<RecordReader> record;  // what the fields below read
+  const std::vector<RecordField> removed, placed;
+
+  // The placements of run `i`; none in records written before placements existed.
+  Arg placed_in(size_t i) const { return i < placed.size() ? placed[i].value() : Arg(Tuple{}); }
+
+  // Records the first `count` runs, then `more` (a removal list and a placement list).
+  void store(PassContext& ctx, Node* output, size_t count,
+             std::optional<std::pair<Arg, Arg>> more) const {
+    Tuple all_removed, all_placed;
+    for (size_t i = 0; i < count; ++i) {
+      all_removed.items.push_back(removed[i].value());
+      all_placed.items.push_back(placed_in(i));
+    }
+    if (more) {
+      all_removed.items.push_back(std::move(more->first));
+      all_placed.items.push_back(std::move(more->second));
+    }
     set_reversal_record(ctx.rewriter, output, ctx.signature,
                         Record()
-                            .set(std::string(kRemovedKey), Tuple{std::move(removed)})
-                            .set(std::string(kPlacedKey), Tuple{std::move(placed)}));
+                            .set(std::string(kRemovedKey), std::move(all_removed))
+                            .set(std::string(kPlacedKey), std::move(all_placed)));
   }
 };
 
@@ -127,11 +137,9 @@ void store_run(PassContext& ctx, const Graph& graph) {
   Node* output = output_node(graph);
   Runs runs(*output, ctx.signature);
   if (empty && runs.removed.empty()) return;
-  runs.removed.push_back(Tuple{std::move(ctx.removals)});
-  runs.placed.push_back(Tuple{std::move(ctx.placements)});
-  ctx.removals.clear();
-  ctx.placements.clear();
-  runs.store(ctx, output);
+  runs.store(ctx, output, runs.removed.size(),
+             std::pair(Arg(Tuple{std::exchange(ctx.removals, {})}),
+                       Arg(Tuple{std::exchange(ctx.placements, {})})));
   if (removed) mark(ctx.rewriter, output, ctx.signature);
 }
 
@@ -150,36 +158,34 @@ void run_forward(const Pass& pass, PassContext& ctx, const Program& program) {
   store_run(ctx, program.graph);
 }
 
-bool is_run_record(const Node& node, const Record& record) {
-  return node.kind() == NodeKind::Output && record.get(kRemovedKey);
+bool is_run_record(const Node& node, const RecordReader& record) {
+  return node.kind() == NodeKind::Output && record.find(kRemovedKey);
 }
 
 // Undoes the latest run recorded on the output node: its removals, last first, then its
 // placements (whose anchors may be nodes it removed). Earlier runs stay for later reverses.
 void restore_latest_run(PassContext& ctx, Node* output) {
-  Runs runs(*output, ctx.signature);
+  const Runs runs(*output, ctx.signature);
   if (runs.removed.empty()) return;
-  const std::vector<Arg>* entries = runs.removed.back().sequence();
-  if (!entries) throw std::invalid_argument("malformed removal record: no runs");
-  for (auto it = entries->rbegin(); it != entries->rend(); ++it)
+  size_t latest = runs.removed.size() - 1;
+  std::vector<RecordField> entries = runs.removed[latest].items();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
     ctx.restored(restore_removal(ctx.rewriter, *it));
-  restore_placements(ctx.rewriter, runs.placed.back(), ctx.signature);
-  runs.removed.pop_back();
-  runs.placed.pop_back();
-  bool removes = std::any_of(runs.removed.begin(), runs.removed.end(), [](const Arg& run) {
-    return run.sequence() && !run.sequence()->empty();
-  });
-  if (runs.removed.empty())
+  if (latest < runs.placed.size())
+    restore_placements(ctx.rewriter, runs.placed[latest], ctx.signature);
+  bool removes = std::any_of(runs.removed.begin(), runs.removed.begin() + latest,
+                             [](const RecordField& run) { return !run.items().empty(); });
+  if (latest == 0)
     clear_reversal_record(ctx.rewriter, output, ctx.signature);
   else
-    runs.store(ctx, output);
+    runs.store(ctx, output, latest, std::nullopt);
   if (!removes) unmark(ctx.rewriter, output, ctx.signature);
 }
 
 void run_reverse(const Pass& pass, PassContext& ctx, const Graph& graph) {
   for (Node* node : marked_nodes(graph, ctx.signature)) {
     if (node->erased()) continue;
-    std::optional<Record> record = reversal_record(*node, ctx.signature);
+    std::optional<RecordReader> record = reversal_record(*node, ctx.signature);
     if (record && is_run_record(*node, *record)) continue;  // last, below
     if (record) {
       guarded(*node, [&] { pass.restore(ctx, node, *record); });

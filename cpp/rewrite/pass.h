@@ -15,13 +15,13 @@
 #pragma once
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ir/trigger.h"
 #include "rewrite/edit_log.h"
 #include "rewrite/marks.h"
+#include "rewrite/pass_error.h"
 #include "rewrite/rewriter.h"
 #include "tensor/tensor_ops.h"
 
@@ -35,17 +35,6 @@ struct Skip {
 struct PassResult {
   std::vector<std::string> changed;  // names of the nodes the pass changed or created
   std::vector<Skip> skipped;
-};
-
-// A failure that aborts the whole pass; the bridge then leaves the GraphModule untouched.
-class PassError : public std::runtime_error {
- public:
-  PassError(const Node& node, const std::string& reason)
-      : std::runtime_error("node '" + node.name() + "': " + reason), node_(node.name()) {}
-  const std::string& node() const { return node_; }
-
- private:
-  std::string node_;
 };
 
 struct PassContext {
@@ -85,7 +74,7 @@ class Pass {
   // Rewrites one candidate, or calls ctx.skip with the reason it does not apply.
   virtual void rewrite(PassContext& ctx, Node* candidate) const = 0;
   // Undoes what `rewrite` did to `node` from the record it left there.
-  virtual void restore(PassContext& ctx, Node* node, const Record& record) const;
+  virtual void restore(PassContext& ctx, Node* node, const RecordReader& record) const;
 };
 
 // Runs `pass` forward (or in reverse) over the whole program, logging every edit to `log`.

@@ -2,30 +2,25 @@
 
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 
+#include "rewrite/capture.h"
 #include "rewrite/marks.h"
-#include "rewrite/record_fields.h"
 
 namespace fxopt {
 namespace {
 
-constexpr RecordFields kRecord{"placement"};
-
-Node* live(const Graph& graph, const Arg& name) {
-  if (!name.is<std::string>()) return nullptr;
-  Node* node = graph.find_by_name(name.as<std::string>());
+// The live node named by `name`, a name or None.
+Node* live(const Graph& graph, const RecordField& name) {
+  const std::string* text = name.optional_text();
+  Node* node = text ? graph.find_by_name(*text) : nullptr;
   return node && !node->erased() ? node : nullptr;
 }
 
-void restore_meta(Rewriter& rewriter, Node* node, const Arg& meta, std::string_view signature) {
-  for (const Arg& entry : kRecord.items(meta)) {
-    const std::vector<Arg>& kv = kRecord.items(entry, 2);
-    const Arg* current = node->meta().find(kRecord.text(kv[0]));
-    if (!current || *current != kv[1]) rewriter.set_meta(node, kRecord.text(kv[0]), kv[1]);
-  }
+void restore_meta(Rewriter& rewriter, Node* node, const RecordField& meta,
+                  std::string_view signature) {
+  restore_meta(rewriter, node, meta);
   // What the reversed transformation left on the node before erasing it is undone with it.
-  if (reversal_record(*node, signature)) clear_reversal_record(rewriter, node, signature);
+  if (has_reversal_record(*node, signature)) clear_reversal_record(rewriter, node, signature);
   if (is_marked(*node, signature)) unmark(rewriter, node, signature);
 }
 
@@ -44,14 +39,12 @@ struct Move {
 };
 
 // Moves the node `placement` names back before its anchor, if reverse recreated it.
-std::optional<Move> restore_placement(Rewriter& rewriter, const Arg& placement,
+std::optional<Move> restore_placement(Rewriter& rewriter, const RecordField& placement,
                                       std::string_view signature) {
-  const std::vector<Arg>& fields = kRecord.items(placement, 5);
+  std::vector<RecordField> fields = placement.items(5);
   const Graph& graph = rewriter.graph();
   Node* node = live(graph, fields[0]);
-  std::optional<NodeKind> kind = parse_kind(kRecord.text(fields[1]));
-  if (!node || !kind || !node->is(*kind, Symbol::intern(kRecord.text(fields[2]))))
-    return std::nullopt;
+  if (!node || !node->is(fields[1].kind(), Symbol::intern(fields[2].text()))) return std::nullopt;
   restore_meta(rewriter, node, fields[4], signature);
   Node* anchor = live(graph, fields[3]);
   if (!anchor || anchor == node || node->next() == anchor) return std::nullopt;
@@ -65,15 +58,14 @@ std::optional<Move> restore_placement(Rewriter& rewriter, const Arg& placement,
 Arg capture_placement(const Node& node, uint64_t first_new_id) {
   const Node* anchor = node.next();
   while (anchor && anchor->id() >= first_new_id) anchor = anchor->next();
-  Tuple meta;
-  for (const auto& [key, value] : node.meta().items) meta.items.push_back(Tuple{{key, value}});
   return Tuple{{Arg(node.name()), Arg(std::string(kind_name(node.kind()))),
                 Arg(node.target().str()), anchor ? Arg(anchor->name()) : Arg(None{}),
-                std::move(meta)}};
+                capture_meta(node)}};
 }
 
-void restore_placements(Rewriter& rewriter, const Arg& placements, std::string_view signature) {
-  const std::vector<Arg>& entries = kRecord.items(placements);
+void restore_placements(Rewriter& rewriter, const RecordField& placements,
+                        std::string_view signature) {
+  std::vector<RecordField> entries = placements.items();
   // Each move may leave a node before the users the next moves have yet to put back, so order
   // is checked once all are done; if reverse recreated some nodes elsewhere, or not at all, and
   // the order no longer holds, every move is undone (the graph stays as restore left it).

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "rewrite/record_reader.h"
 #include "rewrite/rewriter.h"
 
 namespace fxopt {
@@ -33,6 +34,7 @@ namespace fxopt {
 Arg capture_placement(const Node& node, uint64_t first_new_id);
 // Puts back the nodes one forward run erased (`placements`, in the order they were erased),
 // after the reverse of transformation `signature` recreated them.
-void restore_placements(Rewriter& rewriter, const Arg& placements, std::string_view signature);
+void restore_placements(Rewriter& rewriter, const RecordField& placements,
+                        std::string_view signature);
 
 }  // namespace fxopt

@@ -4,12 +4,9 @@
 #include <stdexcept>
 
 #include "rewrite/capture.h"
-#include "rewrite/record_fields.h"
 
 namespace fxopt {
 namespace {
-
-constexpr RecordFields kRecord{"removal"};
 
 Node* live_node(const Graph& graph, const std::string& name, const std::string& restoring,
                 const char* role) {
@@ -38,50 +35,42 @@ Arg capture_removal(const Node& node) {
   for (const Node* user : node.users())
     users.items.push_back(Tuple{{Arg(user->name()), *capture_value(Tuple{user->args()}, refs),
                                  *capture_value(user->kwargs(), refs)}});
-  Tuple meta;
-  for (const auto& [key, value] : node.meta().items) meta.items.push_back(Tuple{{key, value}});
   Tuple names;
   for (const Node* r : refs) names.items.emplace_back(r->name());
-  return Tuple{{std::move(captured), std::move(meta),
+  return Tuple{{std::move(captured), capture_meta(node),
                 node.next() ? Arg(node.next()->name()) : Arg(None{}), std::move(names),
                 std::move(users)}};
 }
 
-Node* restore_removal(Rewriter& rewriter, const Arg& captured) {
-  const std::vector<Arg>& fields = kRecord.items(captured, 5);
-  const std::vector<Arg>& node_fields = kRecord.items(fields[0], 6);
-  const std::string& name = kRecord.text(node_fields[2]);
+Node* restore_removal(Rewriter& rewriter, const RecordField& captured) {
+  std::vector<RecordField> fields = captured.items(5);
+  const std::string& name = fields[0].items(6)[2].text();
   const Graph& graph = rewriter.graph();
 
-  const std::vector<Arg>& ref_names = kRecord.items(fields[3]);
-  if (ref_names.empty()) kRecord.malformed(fields[3]);
+  std::vector<RecordField> ref_names = fields[3].items();
+  if (ref_names.empty()) fields[3].fail("names no nodes");
   std::vector<Node*> refs{nullptr};  // refs[0] is the node itself, recreated below
   for (size_t i = 1; i < ref_names.size(); ++i)
-    refs.push_back(live_node(graph, kRecord.text(ref_names[i]), name, "the node"));
-  std::vector<std::pair<Node*, const std::vector<Arg>*>> users;
-  for (const Arg& user : kRecord.items(fields[4])) {
-    const std::vector<Arg>& u = kRecord.items(user, 3);
-    users.emplace_back(live_node(graph, kRecord.text(u[0]), name, "its user"), &u);
+    refs.push_back(live_node(graph, ref_names[i].text(), name, "the node"));
+  std::vector<std::pair<Node*, std::vector<RecordField>>> users;
+  for (const RecordField& user : fields[4].items()) {
+    std::vector<RecordField> u = user.items(3);
+    users.emplace_back(live_node(graph, u[0].text(), name, "its user"), std::move(u));
   }
 
-  Node* anchor =
-      fields[2].is<std::string>() ? graph.find_by_name(fields[2].as<std::string>()) : nullptr;
+  const std::string* anchor_name = fields[2].optional_text();
+  Node* anchor = anchor_name ? graph.find_by_name(*anchor_name) : nullptr;
   if (!anchor || anchor->erased()) {
     anchor = graph.last();
     for (const auto& [user, u] : users)
       if (graph.before(user, anchor)) anchor = user;
   }
-  Node* node = rebuild_nodes(rewriter, anchor, Tuple{{fields[0]}}, refs).at(0);
+  Node* node = rebuild_node(rewriter, anchor, fields[0], refs);
   refs[0] = node;
-  for (const Arg& entry : kRecord.items(fields[1])) {
-    const std::vector<Arg>& kv = kRecord.items(entry, 2);
-    rewriter.set_meta(node, kRecord.text(kv[0]), kv[1]);
-  }
+  restore_meta(rewriter, node, fields[1]);
   for (const auto& [user, u] : users) {
-    Arg args = rebuild_value(rewriter, user, (*u)[1], refs);
-    Arg kwargs = rebuild_value(rewriter, user, (*u)[2], refs);
-    if (!args.is<Tuple>() || !kwargs.is<Dict>()) kRecord.malformed(captured);
-    rewriter.set_inputs(user, args.as<Tuple>().items, kwargs.as<Dict>());
+    auto [args, kwargs] = rebuild_inputs(rewriter, user, u[1], u[2], refs);
+    rewriter.set_inputs(user, std::move(args), std::move(kwargs));
   }
   return node;
 }

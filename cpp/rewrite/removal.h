@@ -21,6 +21,7 @@
 // error naming it.
 #pragma once
 
+#include "rewrite/record_reader.h"
 #include "rewrite/rewriter.h"
 
 namespace fxopt {
@@ -28,6 +29,6 @@ namespace fxopt {
 // Captures the removal of `node` (call before any edit of it or its users).
 Arg capture_removal(const Node& node);
 // Puts one captured removal back and returns the recreated node.
-Node* restore_removal(Rewriter& rewriter, const Arg& captured);
+Node* restore_removal(Rewriter& rewriter, const RecordField& captured);
 
 }  // namespace fxopt

@@ -1,6 +1,6 @@
 """fxopt's C++ engine"""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 import enum
 from typing import Any, overload
 
@@ -171,6 +171,12 @@ class Session:
     def matches(self, root: object) -> bool: ...
 
     def snapshot(self, root: object) -> None: ...
+
+    def snapshot_modules(self, root: object, imported: Set[str], attributes: Sequence[str]) -> None: ...
+
+    def modules_match(self, root: object) -> bool: ...
+
+    def module_tensors(self) -> list: ...
 
     def add_module(self, path: str, type: str, attributes: dict, tensors: dict) -> None: ...
 

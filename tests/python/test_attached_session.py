@@ -136,6 +136,9 @@ def test_edits_of_arguments_nodes_and_modules_invalidate_the_engine_graph(gm: Gr
         lambda: ShapeProp(gm).propagate(X),  # recorded value facts
         lambda: gm.train(),  # a plain attribute of a called module
         lambda: setattr(gm.q, "weight", nn.Parameter(torch.ones(4, 4))),  # a tensor
+        lambda: setattr(gm, "k", nn.Linear(4, 4)),  # a module
+        lambda: gm.norm.register_buffer("extra", torch.zeros(1)),  # a new buffer
+        lambda: gm._modules.update(q=gm._modules.pop("q")),  # the order of the modules
     ]
     for edit in edits:
         edit()

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import gc
 import importlib
+import itertools
 import keyword
 import operator
 from dataclasses import dataclass, field
@@ -117,15 +118,6 @@ class PassReport:
         return cls(name, list(result.changed), [(s.node, s.reason) for s in result.skipped])
 
 
-@dataclass
-class _ModuleState:
-    paths: list[str]
-    objects: list[object]
-    tensors: list[object]
-    """What the GraphModule holds of what the engine knows: the tensors a session kept between transformations may not
-    drop (None where a slot is empty)."""
-
-
 class Bridge:
     """One core session over one GraphModule."""
 
@@ -144,7 +136,8 @@ class Bridge:
         # False once the fx graph and the core graph may differ in ways `matches` cannot see.
         self._in_step = True
         self._import_modules_and_attributes(called, read)
-        self._state = self._module_state()
+        self._attributes: list[object] = []
+        self._remember_modules()
 
     def _import_modules_and_attributes(self, called: Sequence[str], read: Sequence[str]) -> None:
         modules = dict(self.gm.named_modules())
@@ -162,36 +155,27 @@ class Bridge:
             taken += [prefix + name for name in (*module._parameters, *module._buffers)]
         self.session.add_taken_paths(paths=taken)
 
-    def _module_state(self) -> _ModuleState:
-        """What the engine knows of the modules: every module path, and as objects compared by
-        identity each module with its parameter and buffer names and tensors (the paths taken),
-        the plain attributes of the modules it imported (``training`` flips on ``gm.eval()``)
-        and the tensors get_attr nodes read (None where a pass removed one)."""
-        state = _ModuleState([], [], [])
-        objects, tensors = state.objects, state.tensors
-        for path, module in self.gm.named_modules():
-            state.paths.append(path)
-            parameters, buffers = module._parameters, module._buffers
-            objects += (module, *parameters, *parameters.values(), *buffers, *buffers.values())
-            tensors += (*parameters.values(), *buffers.values())
-            if path in self._imported_modules:
-                values = module.__dict__
-                objects += [values.get(name) for name in MODULE_ATTRIBUTES]
-        attributes = [_lookup(self.gm, path, None) for path in self._imported_attributes]
-        objects += attributes
-        tensors += attributes
-        return state
+    def _remember_modules(self) -> None:
+        """Records what the engine knows of the modules, to tell later whether it still holds:
+        natively, every module with its parameters, buffers and the plain attributes read of
+        those imported (``training`` flips on ``gm.eval()``), by identity; here, the tensors
+        get_attr nodes read (None where a pass removed one)."""
+        self.session.snapshot_modules(
+            root=self.gm, imported=self._imported_modules, attributes=list(MODULE_ATTRIBUTES)
+        )
+        self._attributes = self._read_attributes()
+
+    def _read_attributes(self) -> list[object]:
+        return [_lookup(self.gm, path, None) for path in self._imported_attributes]
 
     def current(self) -> bool:
         """True if the GraphModule is still what the session last imported or synced."""
         if not self._in_step or not self.session.matches(root=self.gm.graph._root):
             return False
-        now, then = self._module_state(), self._state
-        return (
-            now.paths == then.paths
-            and len(now.objects) == len(then.objects)
-            and all(map(operator.is_, now.objects, then.objects))
-        )
+        if not self.session.modules_match(root=self.gm):
+            return False
+        attributes = self._read_attributes()
+        return len(attributes) == len(self._attributes) and all(map(operator.is_, attributes, self._attributes))
 
     def _import_everything(self) -> None:
         """Registers every submodule and stored tensor, called or read or not.
@@ -210,7 +194,7 @@ class Bridge:
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
                 if tensor is not None and prefix + name not in self._imported_attributes:
                     self._import_attribute(prefix + name, tensor)
-        self._state = self._module_state()
+        self._remember_modules()
 
     def _import_attribute(self, path: str, tensor: torch.Tensor) -> None:
         self._imported_attributes.add(path)
@@ -272,8 +256,8 @@ class Bridge:
         self.session.clear_edits()
         self._in_step = not replay.renamed
         self.session.snapshot(root=self.gm.graph._root)
-        self._state = self._module_state()
-        self.tensors.retain(self._state.tensors)
+        self._remember_modules()
+        self.tensors.retain(itertools.chain(self.session.module_tensors(), self._attributes))
         applied: set[str] = set()
         for node in self.gm.graph.nodes:
             applied.update(node.meta.get(MARKS_KEY, ()))
