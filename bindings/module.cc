@@ -1,7 +1,9 @@
 // The fxopt._core extension: core types, the bridge session and the pass table.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unordered_set.h>
 #include <nanobind/stl/vector.h>
 
@@ -98,6 +100,10 @@ NB_MODULE(_core, m) {
       .def("node_ids", &Session::node_ids)
       .def("node", &Session::node, nb::arg("id"))
       .def("lint", &Session::lint)
+      .def("python_source", &Session::python_source, nb::arg("root"), nb::arg("illegal_names"),
+           nb::arg("custom_builtins"), nb::arg("output_prefix"), nb::arg("output_suffix"),
+           nb::arg("opaque_source"), nb::arg("call_target"), nb::arg("type_source"),
+           nb::arg("prologue"))
       .def("__len__", &Session::size);
 
   nb::class_<PassInfo>(m, "PassInfo", "A built-in pass as registered in passes/registry.cc.")

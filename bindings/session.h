@@ -11,7 +11,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -74,6 +76,24 @@ class Session {
   std::vector<uint64_t> node_ids() const;
   nb::tuple node(uint64_t id);
   nb::list lint() const;
+  // The forward torch's plain CodeGen would generate for the fx graph whose sentinel is `root`,
+  // built from the core graph (`fxopt::python_source`): (src, globals as (name, callable), the
+  // names the custom builtins got, first line of the line map, node index per line (-1: None),
+  // prologue start), or None where
+  // the generator declines or the fx graph is not node for node the core graph (a node the
+  // session does not know, another name, a wrapped function).
+  // The callbacks are `SourcePrinter`'s: opaque_source(value, plain) -> str | None,
+  // call_target(callable) -> (style, text, builtin_object) | None, type_source(type) -> str |
+  // None and prologue(free_vars, return_annotation) -> str | None.
+  using Source = std::tuple<std::string, nb::list, std::vector<std::string>, int64_t,
+                            std::vector<int64_t>, int64_t>;
+  std::optional<Source> python_source(nb::handle root,
+                                      const std::vector<std::string>& illegal_names,
+                                      const std::vector<std::string>& custom_builtins,
+                                      const std::string& output_prefix,
+                                      const std::string& output_suffix, nb::object opaque_source,
+                                      nb::object call_target, nb::object type_source,
+                                      nb::object prologue);
   size_t size() const { return program_.graph.size(); }
 
   // Python's cyclic collector: the session holds fx nodes, which hold their graph, which holds

@@ -54,7 +54,9 @@ reported:
    inputs with the second row of each attention mask padded;
 3. **round-trip**: `Bridge(gm).rebuild()` must reproduce the traced graph's code;
 4. **pipeline**: `compose(...)` of every computation-preserving built-in pass, one call;
-5. **optimized vs eager**: `fxopt.verify` again, default tolerances (float32: rtol 1e-4,
+5. **generated code**: the engine generated the optimized forward, and it is byte for byte what
+   torch's `python_code` generates (`fxopt.engine.codegen`);
+6. **optimized vs eager**: `fxopt.verify` again, default tolerances (float32: rtol 1e-4,
    atol 1e-5).
 
 A failing pipeline also runs each pass alone on a fresh copy, to name the pass that breaks.

@@ -9,12 +9,14 @@ is recorded with its reason instead of raising:
 3. ``round-trip``: importing the graph into the C++ core and building it back reproduces the
    same code (nothing is lost on the way in);
 4. ``pipeline``: every computation-preserving built-in pass, in one `compose` call;
-5. ``optimized vs eager``: the optimized graph still computes what the eager model computes.
+5. ``generated code``: the engine generated the optimized forward, and it is what torch's
+   `python_code` generates, byte for byte (`fxopt.engine.codegen`);
+6. ``optimized vs eager``: the optimized graph still computes what the eager model computes.
 
 A config the installed transformers rejects fails at ``build``, before any of these.
 
 Checking the traced graph before the passes run is what lets a failure be blamed on the right
-owner: a mismatch at stage 2 is a tracing bug, at stage 5 a pass bug.
+owner: a mismatch at stage 2 is a tracing bug, at stage 6 a pass bug.
 
 The pipeline is discovered at run time (:func:`preserving_passes`), so the matrix follows the
 passes as they land. `tests/python/test_model_matrix.py` asserts the results and
@@ -39,13 +41,17 @@ from torch.fx import GraphModule
 
 from fxopt import _core, optimization
 from fxopt.cli.models import minilm_dir
-from fxopt.engine.bridge import Bridge
+from fxopt.engine import codegen
+from fxopt.engine.bridge import Bridge, attached
 from fxopt.tracing.dummy_inputs import Inputs, build_dummy_inputs, default_input_names
 from fxopt.optimization import BuiltinTransformation, compose
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceInfo, TraceWarning, describe_failure, trace
 from fxopt.verification.verify import VerifyReport, verify
 
-Stage = Literal["build", "trace", "traced vs eager", "round-trip", "pipeline", "optimized vs eager"]
+Stage = Literal[
+    "build", "trace", "traced vs eager", "round-trip", "pipeline", "generated code",
+    "optimized vs eager",
+]  # fmt: skip
 
 Family = Literal[
     "encoder", "decoder-only", "encoder-decoder", "vision CNN", "vision transformer", "audio"
@@ -530,6 +536,10 @@ def _optimize_stages(
         return
     result.passes = [_outcome(transformation) for transformation in passes]
     result.nodes_optimized = len(graph_module.graph.nodes)
+    problem = codegen_difference(graph_module)
+    if problem:
+        result.fail("generated code", problem)
+        return
     report = _verify(model, graph_module, inputs)
     if isinstance(report, VerifyReport):
         result.max_abs_err = _max_abs_err(report)
@@ -605,6 +615,29 @@ def _blame(
 def _max_abs_err(report: VerifyReport) -> float:
     errors = [row.max_abs_err for row in report.rows if row.max_abs_err is not None]
     return max(errors, default=0.0)
+
+
+def codegen_difference(graph_module: GraphModule) -> str:
+    """'' if the engine generates exactly torch's PythonCode for `graph_module` (source, globals
+    as the same objects, line map, prologue start), else what differs. Attaches a session
+    first: after a sync that had to rename nodes the one compose left is not in step, and
+    compose's recompile left the code to torch."""
+    attached(graph_module)
+    ours = codegen.python_code(graph_module)
+    theirs = graph_module.graph.python_code("self")
+    if ours is None:
+        return "the engine declined to generate the code"
+    if ours.src != theirs.src:
+        return f"the source differs:\n{ours.src}\n---- torch ----\n{theirs.src}"
+    if ours.globals.keys() != theirs.globals.keys() or any(
+        ours.globals[name] is not theirs.globals[name] for name in theirs.globals
+    ):
+        return f"the globals differ: {sorted(ours.globals)} vs {sorted(theirs.globals)}"
+    if ours._lineno_map != theirs._lineno_map:
+        return "the line maps differ"
+    if ours._prologue_start != theirs._prologue_start:
+        return "the prologue starts differ"
+    return ""
 
 
 def _round_trip_difference(graph_module: GraphModule) -> str:

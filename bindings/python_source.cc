@@ -1,0 +1,189 @@
+// Session::python_source: the engine's twin of torch's `Graph.python_code`, for the graph the
+// session mirrors. The printer answers what the core cannot print itself by asking Python once
+// per distinct value or callable.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "bindings/session.h"
+#include "codegen/python_source.h"
+
+namespace fxopt::bindings {
+namespace {
+
+// Attribute names read on every fx node, interned once (never released: they must outlive
+// every session).
+struct Keys {
+  PyObject* next = PyUnicode_InternFromString("_next");
+  PyObject* name = PyUnicode_InternFromString("name");
+  PyObject* type = PyUnicode_InternFromString("type");
+  PyObject* meta = PyUnicode_InternFromString("meta");
+  PyObject* is_wrapped = PyUnicode_InternFromString("is_wrapped");
+};
+
+nb::object attribute(nb::handle object, PyObject* name) {
+  PyObject* value = PyObject_GetAttr(object.ptr(), name);
+  if (!value) throw nb::python_error();
+  return nb::steal(value);
+}
+
+class CallbackPrinter : public SourcePrinter {
+ public:
+  CallbackPrinter(nb::object opaque_source, nb::object call_target, nb::object type_source,
+                  nb::object prologue, const std::vector<nb::object>& opaques,
+                  std::function<nb::object(Symbol)> callable)
+      : opaque_source_(std::move(opaque_source)),
+        call_target_(std::move(call_target)),
+        type_source_(std::move(type_source)),
+        prologue_(std::move(prologue)),
+        opaques_(opaques),
+        callable_(std::move(callable)) {}
+
+  // The fx type of each core node that has one (the node id), read while checking the mirror.
+  std::unordered_map<uint64_t, nb::object> types;
+
+  std::optional<TypeAnnotation> type_annotation(const Node& node) override {
+    auto it = types.find(node.id());
+    if (it == types.end()) return TypeAnnotation{};
+    // fx names equal annotations once (its namespace is a dict keyed by the object).
+    nb::handle type = it->second;
+    PyObject* known = PyDict_GetItemWithError(type_keys_.ptr(), type.ptr());
+    if (!known && PyErr_Occurred()) {
+      PyErr_Clear();  // unhashable
+      return std::nullopt;
+    }
+    uint64_t key = known ? nb::cast<uint64_t>(nb::handle(known)) : type_objects_.size();
+    if (!known) {
+      type_keys_[type] = key;
+      type_objects_.push_back(nb::borrow(type));
+      std::optional<CallTarget> spelled = spell(type_source_(type));
+      if (spelled && spelled->style != CallTarget::Style::Qualified &&
+          spelled->style != CallTarget::Style::Global)
+        spelled.reset();
+      type_spellings_.push_back(spelled);
+    }
+    if (!type_spellings_[key]) return std::nullopt;
+    return TypeAnnotation{*type_spellings_[key], key};
+  }
+
+  // The annotation objects, by `TypeAnnotation::key`.
+  const std::vector<nb::object>& type_objects() const { return type_objects_; }
+
+  std::optional<std::string> prologue(const std::vector<std::string>& free_vars,
+                                      const std::string& return_annotation) override {
+    nb::object text = prologue_(free_vars, return_annotation);
+    if (text.is_none()) return std::nullopt;
+    return nb::cast<std::string>(text);
+  }
+
+  std::optional<std::string> opaque(Opaque value, bool plain) override {
+    auto key = std::make_pair(value.id, plain);
+    auto it = opaque_cache_.find(key);
+    if (it != opaque_cache_.end()) return it->second;
+    nb::object text = opaque_source_(opaques_.at(value.id - 1), plain);
+    std::optional<std::string> out;
+    if (!text.is_none()) out = nb::cast<std::string>(text);
+    return opaque_cache_.emplace(key, out).first->second;
+  }
+
+  std::optional<CallTarget> call_target(Symbol target) override {
+    nb::object callable = callable_(target);
+    if (callable.is_none()) return std::nullopt;
+    return spell(call_target_(callable));
+  }
+
+ private:
+  static std::optional<CallTarget> spell(nb::handle spelled) {
+    if (spelled.is_none()) return std::nullopt;
+    auto [style, text, builtin_object] =
+        nb::cast<std::tuple<std::string, std::string, bool>>(spelled);
+    CallTarget out{CallTarget::Style::Global, text, builtin_object};
+    if (style == "operator") {
+      out.style = CallTarget::Style::Operator;
+    } else if (style == "inplace") {
+      out.style = CallTarget::Style::Inplace;
+    } else if (style == "qualified") {
+      out.style = CallTarget::Style::Qualified;
+    } else if (style != "global") {
+      throw std::invalid_argument("unknown call target style '" + style + "'");
+    }
+    return out;
+  }
+
+  struct KeyHash {
+    size_t operator()(const std::pair<uint64_t, bool>& key) const {
+      return std::hash<uint64_t>()(key.first * 2 + key.second);
+    }
+  };
+  nb::object opaque_source_, call_target_, type_source_, prologue_;
+  nb::dict type_keys_;
+  std::vector<nb::object> type_objects_;
+  std::vector<std::optional<CallTarget>> type_spellings_;
+  const std::vector<nb::object>& opaques_;
+  std::function<nb::object(Symbol)> callable_;
+  std::unordered_map<std::pair<uint64_t, bool>, std::optional<std::string>, KeyHash> opaque_cache_;
+};
+
+}  // namespace
+
+std::optional<Session::Source> Session::python_source(
+    nb::handle root, const std::vector<std::string>& illegal_names,
+    const std::vector<std::string>& custom_builtins, const std::string& output_prefix,
+    const std::string& output_suffix, nb::object opaque_source, nb::object call_target,
+    nb::object type_source, nb::object prologue) {
+  // Two callables with one qualified name share a symbol in the core; fx would name both.
+  std::unordered_map<Symbol, int> objects_per_symbol;
+  for (const auto& [object, symbol] : symbols_) ++objects_per_symbol[symbol];
+  CallbackPrinter printer(std::move(opaque_source), std::move(call_target), std::move(type_source),
+                          std::move(prologue), opaques_, [&](Symbol target) -> nb::object {
+                            if (objects_per_symbol[target] > 1) return nb::none();
+                            return target_object(NodeKind::CallFunction, target);
+                          });
+
+  // The core graph must be the fx graph node for node: the same fx nodes in the same order,
+  // with the same names, and nothing fx prints that the core does not hold.
+  static const Keys keys;
+  Node* core = program_.graph.first();
+  for (nb::object py = attribute(root, keys.next); !py.is(root); py = attribute(py, keys.next)) {
+    if (!core) return std::nullopt;
+    auto bound = py_nodes_.find(core->id());
+    if (bound == py_nodes_.end() || !bound->second.is(py)) return std::nullopt;
+    if (nb::cast<std::string>(attribute(py, keys.name)) != core->name()) return std::nullopt;
+    if (nb::object type = attribute(py, keys.type); !type.is_none()) {
+      // fx would name an annotation that is also a call target once, for both
+      if (symbols_.contains(type.ptr())) return std::nullopt;
+      printer.types[core->id()] = type;
+    }
+    nb::object meta = attribute(py, keys.meta);
+    if (!PyDict_Check(meta.ptr())) return std::nullopt;
+    if (PyDict_GetItemWithError(meta.ptr(), keys.is_wrapped) || PyErr_Occurred()) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    core = core->next();
+  }
+  if (core) return std::nullopt;
+
+  SourceOptions options{"self", output_prefix, output_suffix, illegal_names, custom_builtins};
+  std::optional<PythonSource> source = fxopt::python_source(program_.graph, options, printer);
+  if (!source) return std::nullopt;
+
+  nb::list globals;
+  for (const auto& [name, symbol] : source->globals)
+    globals.append(nb::make_tuple(name, target_object(NodeKind::CallFunction, symbol)));
+  for (const auto& [name, key] : source->type_globals)
+    globals.append(nb::make_tuple(name, printer.type_objects().at(key)));
+  return Source{std::move(source->src),
+                globals,
+                std::move(source->custom_builtin_names),
+                source->lineno_start,
+                std::move(source->node_index),
+                source->prologue_start};
+}
+
+}  // namespace fxopt::bindings
