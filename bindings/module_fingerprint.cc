@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "bindings/fx_nodes.h"
+
 namespace fxopt::bindings {
 
 namespace {
@@ -49,8 +51,7 @@ struct Walk {
   void module(nb::handle module, const std::string& path) {
     if (!seen.insert(module.ptr()).second) return;
     const ModuleKeys& keys = module_keys();
-    nb::object state = nb::steal(PyObject_GetAttr(module.ptr(), keys.dict.ptr()));
-    if (!state.is_valid()) throw nb::python_error();
+    nb::object state = get(module, keys.dict);
     if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
     add(module.ptr());
     add_tensors(table(state.ptr(), keys.parameters));

@@ -10,27 +10,12 @@
 #include <optional>
 #include <unordered_map>
 
+#include "bindings/fx_nodes.h"
 #include "bindings/session.h"
 #include "codegen/python_source.h"
 
 namespace fxopt::bindings {
 namespace {
-
-// Attribute names read on every fx node, interned once (never released: they must outlive
-// every session).
-struct Keys {
-  PyObject* next = PyUnicode_InternFromString("_next");
-  PyObject* name = PyUnicode_InternFromString("name");
-  PyObject* type = PyUnicode_InternFromString("type");
-  PyObject* meta = PyUnicode_InternFromString("meta");
-  PyObject* is_wrapped = PyUnicode_InternFromString("is_wrapped");
-};
-
-nb::object attribute(nb::handle object, PyObject* name) {
-  PyObject* value = PyObject_GetAttr(object.ptr(), name);
-  if (!value) throw nb::python_error();
-  return nb::steal(value);
-}
 
 class CallbackPrinter : public SourcePrinter {
  public:
@@ -147,21 +132,21 @@ std::optional<Session::Source> Session::python_source(
 
   // The core graph must be the fx graph node for node: the same fx nodes in the same order,
   // with the same names, and nothing fx prints that the core does not hold.
-  static const Keys keys;
+  const NodeKeys& keys = node_keys();
   Node* core = program_.graph.first();
-  for (nb::object py = attribute(root, keys.next); !py.is(root); py = attribute(py, keys.next)) {
+  for (nb::object py = get(root, keys.next); !py.is(root); py = get(py, keys.next)) {
     if (!core) return std::nullopt;
     auto bound = py_nodes_.find(core->id());
     if (bound == py_nodes_.end() || !bound->second.is(py)) return std::nullopt;
-    if (nb::cast<std::string>(attribute(py, keys.name)) != core->name()) return std::nullopt;
-    if (nb::object type = attribute(py, keys.type); !type.is_none()) {
+    if (nb::cast<std::string>(get(py, keys.name)) != core->name()) return std::nullopt;
+    if (nb::object type = get(py, keys.type); !type.is_none()) {
       // fx would name an annotation that is also a call target once, for both
       if (symbols_.contains(type.ptr())) return std::nullopt;
       printer.types[core->id()] = type;
     }
-    nb::object meta = attribute(py, keys.meta);
+    nb::object meta = get(py, keys.meta);
     if (!PyDict_Check(meta.ptr())) return std::nullopt;
-    if (PyDict_GetItemWithError(meta.ptr(), keys.is_wrapped) || PyErr_Occurred()) {
+    if (PyDict_GetItemWithError(meta.ptr(), keys.is_wrapped.ptr()) || PyErr_Occurred()) {
       PyErr_Clear();
       return std::nullopt;
     }

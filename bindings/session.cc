@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "bindings/fx_nodes.h"
 #include "bindings/py_tensor_ops.h"
 #include "passes/registry.h"
 
@@ -171,56 +172,6 @@ nb::tuple Session::call_form(const Node& node, const std::vector<TensorInfo>& op
                         node.kind() == NodeKind::CallMethod, to_py(node.args(), &values),
                         to_py(Arg(node.kwargs()), &values));
 }
-
-namespace {
-
-// Attribute names looked up on every fx node, interned once. Deliberately never released: they
-// must outlive every session, and static nb::str objects would be destroyed after Python is.
-struct NodeKeys {
-  nb::handle op, target, name, args, kwargs, meta, next, marks, reversal, val, tensor_meta, shape,
-      dtype, device, layout;
-};
-
-const NodeKeys& node_keys() {
-  static const NodeKeys keys = {PyUnicode_InternFromString("op"),
-                                PyUnicode_InternFromString("target"),
-                                PyUnicode_InternFromString("name"),
-                                PyUnicode_InternFromString("_args"),
-                                PyUnicode_InternFromString("_kwargs"),
-                                PyUnicode_InternFromString("meta"),
-                                PyUnicode_InternFromString("_next"),
-                                PyUnicode_InternFromString("fxopt_transformations"),
-                                PyUnicode_InternFromString("fxopt_reversal"),
-                                PyUnicode_InternFromString("val"),
-                                PyUnicode_InternFromString("tensor_meta"),
-                                PyUnicode_InternFromString("shape"),
-                                PyUnicode_InternFromString("dtype"),
-                                PyUnicode_InternFromString("device"),
-                                PyUnicode_InternFromString("layout")};
-  return keys;
-}
-
-nb::object get(nb::handle object, nb::handle key) {
-  PyObject* value = PyObject_GetAttr(object.ptr(), key.ptr());
-  if (!value) throw nb::python_error();
-  return nb::steal(value);
-}
-
-// meta[key], or a null object when absent.
-nb::object lookup(nb::handle dict, nb::handle key) {
-  PyObject* value = PyDict_GetItemWithError(dict.ptr(), key.ptr());
-  if (!value && PyErr_Occurred()) throw nb::python_error();
-  return nb::borrow(value);
-}
-
-// Calls `visit(node)` for each node of the fx graph whose sentinel is `root`, in order.
-template <class F>
-void for_each_fx_node(nb::handle root, F&& visit) {
-  const nb::handle next = node_keys().next;
-  for (nb::object node = get(root, next); !node.is(root); node = get(node, next)) visit(node);
-}
-
-}  // namespace
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_graph(
     nb::handle root) {

@@ -1,0 +1,32 @@
+// Reading torch.fx nodes from C++: attribute names interned once, and a walk of a graph's node
+// list. Shared by everything in the bindings that reads fx nodes natively (import, the
+// fingerprint, the generated source).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace fxopt::bindings {
+
+namespace nb = nanobind;
+
+// Attribute and metadata names looked up on every fx node. Deliberately never released: they
+// must outlive every session, and static nb::str objects would be destroyed after Python is.
+struct NodeKeys {
+  nb::handle op, target, name, args, kwargs, meta, next, type, marks, reversal, val, tensor_meta,
+      is_wrapped, shape, dtype, device, layout;
+};
+const NodeKeys& node_keys();
+
+// getattr(object, key), raising Python's error.
+nb::object get(nb::handle object, nb::handle key);
+// dict[key], or a null object when absent.
+nb::object lookup(nb::handle dict, nb::handle key);
+
+// Calls `visit(node)` for each node of the fx graph whose sentinel is `root`, in order.
+template <class F>
+void for_each_fx_node(nb::handle root, F&& visit) {
+  const nb::handle next = node_keys().next;
+  for (nb::object node = get(root, next); !node.is(root); node = get(node, next)) visit(node);
+}
+
+}  // namespace fxopt::bindings
