@@ -92,6 +92,8 @@ NB_MODULE(_core, m) {
            nb::arg("reverse"), nb::arg("tensor_ops"))
       .def("edit_count", &Session::edit_count)
       .def("effective_edits", &Session::effective_edits)
+      .def("write_meta", &Session::write_meta, nb::arg("indices"))
+      .def("applied_marks", &Session::applied_marks)
       .def("edit", &Session::edit, nb::arg("index"), nb::keep_alive<0, 1>())
       .def("clear_edits", &Session::clear_edits)
       .def("bind", &Session::bind, nb::arg("id"), nb::arg("fx_node"))

@@ -64,8 +64,15 @@ class Session {
                  bool reverse, nb::object tensor_ops);
 
   size_t edit_count() const { return log_.size(); }
-  // Indices of the edits a replay applies (`fxopt::effective_edits`).
-  std::vector<size_t> effective_edits() const { return fxopt::effective_edits(log_); }
+  // Indices of the edits a replay applies (`fxopt::effective_edits`), split into those Python
+  // replays one `edit` at a time and the metadata edits `write_meta` writes (node_meta.cc).
+  std::pair<std::vector<size_t>, std::vector<size_t>> effective_edits() const;
+  // Writes the SetMeta / EraseMeta edits at `indices` into their fx nodes' meta dicts, after
+  // the structural edits bound every node they name. Every value is converted before the first
+  // write, so a failure leaves every meta dict as it was.
+  void write_meta(const std::vector<size_t>& indices);
+  // The transformations whose marks the fx graph carried at the last `snapshot`, sorted.
+  std::vector<std::string> applied_marks() const;
   // The edit at `index`; its node references must be bound before its fields are read.
   EditView edit(size_t index) { return EditView(*this, index); }
   void clear_edits() { log_.clear(); }

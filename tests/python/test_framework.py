@@ -225,15 +225,19 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
     code = gm.code
     metas = [dict(n.meta) for n in gm.graph.nodes]
     calls = {"n": 0}
-    original = fxopt.engine.bridge._REPLAY[fxopt._core.EditKind.SetMeta]
+    kinds = (fxopt._core.EditKind.SetTarget, fxopt._core.EditKind.SetInputs)
 
-    def fail_on_second(self, *args):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("injected failure")
-        return original(self, *args)
+    def failing_second_edit(original):  # type: ignore[no-untyped-def]
+        def replay(self, *args):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] == 2:  # the first edit was applied: it must be undone
+                raise RuntimeError("injected failure")
+            return original(self, *args)
+        return replay
 
-    monkeypatch.setitem(fxopt.engine.bridge._REPLAY, fxopt._core.EditKind.SetMeta, fail_on_second)
+    for kind in kinds:
+        original = fxopt.engine.bridge._REPLAY[kind]
+        monkeypatch.setitem(fxopt.engine.bridge._REPLAY, kind, failing_second_edit(original))
     t = ChangeTrueDivToMulByInverse()
     with pytest.raises(RuntimeError, match="injected failure"):
         t(gm)

@@ -221,9 +221,10 @@ class Bridge:
         if reverse:
             self._check_records_survived(signature)
             self._import_everything()
-        result = self.session.run(
-            name=name, options=options, signature=signature, reverse=reverse, tensor_ops=self.tensors
-        )
+        with torch.no_grad():  # for every TensorOps call the pass makes
+            result = self.session.run(
+                name=name, options=options, signature=signature, reverse=reverse, tensor_ops=self.tensors
+            )
         return PassReport.from_core(name, result)
 
     def _check_records_survived(self, signature: str) -> None:
@@ -243,25 +244,27 @@ class Bridge:
         touched) when the log is empty."""
         if self.session.edit_count() == 0:
             return False
+        # Edits a later one overwrites are skipped: each node is written once per change.
+        structural, meta = self.session.effective_edits()
         replay = _Replay(self.gm, self.session, self.tensors)
         try:
-            # Edits a later one overwrites are skipped: each node is written once per change.
-            for index in self.session.effective_edits():
+            for index in structural:
                 replay.apply(self.session.edit(index=index))
-            replay.finish()
+            replay.check_erasable()
+            # Natively, all or nothing (every value is converted before the first write); last,
+            # so no later failure needs it undone.
+            self.session.write_meta(indices=meta)
         except BaseException:
             replay.undo()
             self._in_step = False
             raise
+        replay.erase()
         self.session.clear_edits()
         self._in_step = not replay.renamed
         self.session.snapshot(root=self.gm.graph._root)
         self._remember_modules()
         self.tensors.retain(itertools.chain(self.session.module_tensors(), self._attributes))
-        applied: set[str] = set()
-        for node in self.gm.graph.nodes:
-            applied.update(node.meta.get(MARKS_KEY, ()))
-        self.gm.__dict__[APPLIED_ATTR] = tuple(sorted(applied))
+        self.gm.__dict__[APPLIED_ATTR] = tuple(self.session.applied_marks())
         return True
 
     def rebuild(self) -> torch.fx.Graph:
@@ -390,28 +393,6 @@ class _Replay:
         _set_op(node, edit.op, edit.target)
         self.undo_steps.append(lambda: _set_op(node, *old))
 
-    def _set_meta(self, edit: _core.Edit) -> None:
-        node = self.session.py_node(id=edit.node)
-        self._remember_meta(node, edit.key)
-        node.meta[edit.key] = edit.value
-
-    def _erase_meta(self, edit: _core.Edit) -> None:
-        node = self.session.py_node(id=edit.node)
-        self._remember_meta(node, edit.key)
-        node.meta.pop(edit.key, None)
-
-    def _remember_meta(self, node: torch.fx.Node, key: str) -> None:
-        missing = object()
-        old = node.meta.get(key, missing)
-
-        def restore() -> None:
-            if old is missing:
-                node.meta.pop(key, None)
-            else:
-                node.meta[key] = old
-
-        self.undo_steps.append(restore)
-
     def _erase(self, edit: _core.Edit) -> None:
         # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
         self.to_erase.append(self.session.py_node(id=edit.node))
@@ -456,12 +437,17 @@ class _Replay:
         self.undo_steps.append(_slot_restorer(parent, name))
         edit(parent, name)
 
-    def finish(self) -> None:
+    def check_erasable(self) -> None:
+        """Raises unless every node to erase is read only by others to erase."""
         doomed = set(self.to_erase)
         for node in self.to_erase:
             outside = [u for u in node.users if u not in doomed]
             if outside:
                 raise RuntimeError(f"cannot erase node '{node.name}': still used by {outside[0].name}")
+
+    def erase(self) -> None:
+        """Erases the nodes the log erased (after :meth:`check_erasable`); the replay is final
+        from here on."""
         # Log order: the core erased each node once nothing read it, so fx can too.
         for node in self.to_erase:
             self.graph.erase_node(node)
@@ -478,13 +464,12 @@ class _Replay:
         self.undo_steps.clear()
 
 
-# How each kind of edit is applied; a new Edit kind fails the test that every kind has an entry.
+# How each structural kind of edit is applied (the engine writes metadata edits itself:
+# `Session.write_meta`); a new Edit kind fails the test that every kind has an entry.
 _REPLAY: dict[_core.EditKind, Callable[[_Replay, _core.Edit], None]] = {
     _core.EditKind.CreateNode: _Replay._create,
     _core.EditKind.SetInputs: _Replay._set_inputs,
     _core.EditKind.SetTarget: _Replay._set_target,
-    _core.EditKind.SetMeta: _Replay._set_meta,
-    _core.EditKind.EraseMeta: _Replay._erase_meta,
     _core.EditKind.EraseNode: _Replay._erase,
     _core.EditKind.MoveNode: _Replay._move,
     _core.EditKind.SetModule: _Replay._set_module,
@@ -507,13 +492,19 @@ def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
 
 
 def _put_module(parent: torch.nn.Module, name: str, module: torch.nn.Module) -> None:
-    """setattr(parent, name, module); replacing a submodule (the common case: a pass swaps a
-    module for its changed copy) goes straight into the table, without nn.Module.__setattr__'s
-    search of every table, unless a global registration hook wants to see it."""
-    if name in parent._modules and not getattr(torch.nn.modules.module, "_global_module_registration_hooks", None):
-        parent._modules[name] = module
-    else:
+    """setattr(parent, name, module), straight into the submodule table where that is all
+    nn.Module.__setattr__ would do: no other table holds the name (it would remove it from
+    there, or refuse a parameter's name) and no global registration hook wants to see it."""
+    state = parent.__dict__
+    if (
+        name in state
+        or name in state["_parameters"]
+        or name in state["_buffers"]
+        or getattr(torch.nn.modules.module, "_global_module_registration_hooks", None)
+    ):
         setattr(parent, name, module)
+    else:
+        state["_modules"][name] = module
 
 
 def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:

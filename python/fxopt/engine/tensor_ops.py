@@ -1,8 +1,10 @@
 """The torch implementation of the engine's TensorOps interface.
 
 The core refers to tensors by integer handles; this table maps them to real tensors. Every
-operation runs on its inputs' own device and dtype, outside autograd, and returns a new
-contiguous tensor, so results never alias the caller's parameters.
+operation runs on its inputs' own device and dtype and returns a new contiguous tensor, so
+results never alias the caller's parameters. The engine calls them only while a pass runs, and
+:meth:`fxopt.engine.bridge.Bridge.run` turns autograd off around the whole pass: once per pass,
+not once per call, which cost more than the small tensor operations themselves.
 """
 
 from __future__ import annotations
@@ -72,73 +74,57 @@ class TorchTensorOps:
         return self.register(tensor.detach().contiguous())
 
     # The TensorOps interface, called from C++.
-    @torch.no_grad()
     def cat(self, parts: list[_core.TensorInfo], dim: int) -> _core.TensorInfo:
         return self._result(torch.cat([self.tensor(p) for p in parts], dim))
 
-    @torch.no_grad()
     def slice(self, t: _core.TensorInfo, dim: int, start: int, end: int) -> _core.TensorInfo:
         return self._result(self.tensor(t).narrow(dim, start, end - start).clone())
 
-    @torch.no_grad()
     def add(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(self.tensor(a) + self.tensor(b))
 
-    @torch.no_grad()
     def sub(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(self.tensor(a) - self.tensor(b))
 
-    @torch.no_grad()
     def mul(self, a: _core.TensorInfo, b: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(self.tensor(a) * self.tensor(b))
 
-    @torch.no_grad()
     def add_scalar(self, a: _core.TensorInfo, value: float) -> _core.TensorInfo:
         return self._result(self.tensor(a) + value)
 
-    @torch.no_grad()
     def rsqrt(self, a: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(torch.rsqrt(self.tensor(a)))
 
-    @torch.no_grad()
     def sum(self, a: _core.TensorInfo, dim: int) -> _core.TensorInfo:
         return self._result(self.tensor(a).sum(dim))
 
-    @torch.no_grad()
     def reshape(self, a: _core.TensorInfo, shape: list[int]) -> _core.TensorInfo:
         return self._result(self.tensor(a).reshape(shape).clone())
 
-    @torch.no_grad()
     def transpose(self, a: _core.TensorInfo, dim0: int, dim1: int) -> _core.TensorInfo:
         return self._result(self.tensor(a).transpose(dim0, dim1))
 
-    @torch.no_grad()
     def cast(self, a: _core.TensorInfo, dtype: str) -> _core.TensorInfo:
         # A copy in the source's layout: a channels-last weight stays channels-last.
         return self.register(self.tensor(a).detach().to(getattr(torch, dtype), copy=True))
 
-    @torch.no_grad()
     def full(self, shape: list[int], value: float, like: _core.TensorInfo) -> _core.TensorInfo:
         t = self.tensor(like)
         return self._result(torch.full(shape, value, dtype=t.dtype, device=t.device))
 
-    @torch.no_grad()
     def clone(self, a: _core.TensorInfo) -> _core.TensorInfo:
         return self._result(self.tensor(a).clone())
 
-    @torch.no_grad()
     def channels_last(self, a: _core.TensorInfo) -> _core.TensorInfo:
         # Registered as is: _result's contiguous() would undo the layout.
         return self.register(self.tensor(a).detach().clone(memory_format=torch.channels_last))
 
-    @torch.no_grad()
     def quantize_rows_int8(self, a: _core.TensorInfo) -> tuple[_core.TensorInfo, _core.TensorInfo]:
         t = self.tensor(a).detach()
         scales = (t.abs().amax(1) / 127).clamp_min(torch.finfo(torch.float32).tiny).float()
         values = torch.round(t / scales[:, None]).to(torch.int8)
         return self._result(values), self._result(scales)
 
-    @torch.no_grad()
     def evaluate(
         self, target: Any, is_method: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> _core.TensorInfo | None:
