@@ -80,7 +80,7 @@ NB_MODULE(_core, m) {
       .def("matches", &Session::matches, nb::arg("root"))
       .def("snapshot", &Session::snapshot, nb::arg("root"))
       .def("snapshot_modules", &Session::snapshot_modules, nb::arg("root"), nb::arg("imported"),
-           nb::arg("attributes"))
+           nb::arg("attributes"), nb::arg("paths"), nb::arg("module_type"))
       .def("modules_match", &Session::modules_match, nb::arg("root"))
       .def("module_tensors", &Session::module_tensors)
       .def("add_module", &Session::add_module, nb::arg("path"), nb::arg("type"),

@@ -1,5 +1,6 @@
 #include "bindings/module_fingerprint.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "bindings/fx_nodes.h"
@@ -26,6 +27,33 @@ PyObject* table(PyObject* state, nb::handle key) {
   if (!value || !PyDict_Check(value))
     throw nb::type_error("a module's __dict__ lacks nn.Module's tables");
   return value;
+}
+
+// hasattr(cls, name) for a name the class or its metaclass defines (no instance involved).
+bool class_has(PyTypeObject* cls, PyObject* name) {
+  return _PyType_Lookup(cls, name) || _PyType_Lookup(Py_TYPE(cls), name);
+}
+
+// getattr(object, name) or null, reading a module's tables directly as `bridge._child` does:
+// nn.Module finds them only in its Python __getattr__, after a failed lookup.
+nb::object child(nb::handle object, nb::handle name, nb::handle module_type) {
+  int is_module = PyObject_IsInstance(object.ptr(), module_type.ptr());
+  if (is_module < 0) throw nb::python_error();
+  if (is_module && !class_has(Py_TYPE(object.ptr()), name.ptr())) {
+    const ModuleKeys& keys = module_keys();
+    nb::object state = get(object, keys.dict);
+    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
+    for (PyObject* where : {state.ptr(), table(state.ptr(), keys.parameters),
+                            table(state.ptr(), keys.buffers), table(state.ptr(), keys.modules)}) {
+      if (nb::object value = lookup(where, name); value.is_valid()) return value;
+    }
+    return {};
+  }
+  PyObject* value = PyObject_GetAttr(object.ptr(), name.ptr());
+  if (value) return nb::steal(value);
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+  PyErr_Clear();
+  return {};
 }
 
 struct Walk {
@@ -85,17 +113,42 @@ std::vector<nb::object> ModuleFingerprint::walk(nb::handle root,
   std::vector<nb::object> objects;
   objects.reserve(objects_.size());
   Walk{imported_, attributes_, objects, tensors, {}}.module(root, "");
+  for (const std::vector<nb::object>& path : paths_) objects.push_back(find(root, path));
   return objects;
 }
 
+nb::object ModuleFingerprint::find(nb::handle root, const std::vector<nb::object>& path) const {
+  nb::object object = nb::borrow(root);
+  for (const nb::object& name : path) {
+    object = child(object, name, module_type_);
+    if (!object.is_valid()) return nb::none();
+  }
+  return object;
+}
+
 void ModuleFingerprint::take(nb::handle root, std::unordered_set<std::string> imported,
-                             std::vector<std::string> attributes) {
+                             std::vector<std::string> attributes,
+                             const std::vector<std::string>& paths, nb::handle module_type) {
   imported_ = std::move(imported);
   attributes_.clear();
   for (const std::string& name : attributes)
     attributes_.push_back(nb::steal(PyUnicode_InternFromString(name.c_str())));
+  paths_.clear();
+  for (const std::string& path : paths) {
+    std::vector<nb::object>& parts = paths_.emplace_back();
+    for (size_t start = 0; start <= path.size();) {
+      size_t dot = std::min(path.find('.', start), path.size());
+      parts.push_back(
+          nb::steal(PyUnicode_InternFromString(path.substr(start, dot - start).c_str())));
+      start = dot + 1;
+    }
+  }
+  module_type_ = nb::borrow(module_type);
   tensors_.clear();
   objects_ = walk(root, tensors_);
+  // The values at the paths come last; a kept session must not forget those either.
+  for (size_t position = objects_.size() - paths_.size(); position < objects_.size(); ++position)
+    if (!objects_[position].is_none()) tensors_.push_back(position);
 }
 
 bool ModuleFingerprint::matches(nb::handle root) const {
@@ -115,6 +168,7 @@ nb::list ModuleFingerprint::tensors() const {
 
 int ModuleFingerprint::traverse(visitproc visit, void* arg) const {
   for (const nb::object& object : objects_) Py_VISIT(object.ptr());
+  Py_VISIT(module_type_.ptr());
   return 0;
 }
 

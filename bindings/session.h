@@ -48,8 +48,9 @@ class Session {
   void snapshot(nb::handle root);
   // The modules as they are now, and whether they still are (ModuleFingerprint).
   void snapshot_modules(nb::handle root, std::unordered_set<std::string> imported,
-                        std::vector<std::string> attributes) {
-    modules_.take(root, std::move(imported), std::move(attributes));
+                        std::vector<std::string> attributes, const std::vector<std::string>& paths,
+                        nb::handle module_type) {
+    modules_.take(root, std::move(imported), std::move(attributes), paths, module_type);
   }
   bool modules_match(nb::handle root) const { return modules_.matches(root); }
   nb::list module_tensors() const { return modules_.tensors(); }

@@ -149,6 +149,43 @@ def test_edits_of_arguments_nodes_and_modules_invalidate_the_engine_graph(gm: Gr
     assert counts["import"] == imports  # unchanged since: reused
 
 
+class Constants(nn.Module):
+    """Reads a plain tensor attribute (not a parameter or buffer) and a nested buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = torch.ones(4)
+        self.inner = nn.Module()
+        self.inner.register_buffer("scale", torch.full((4,), 2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.offset) * self.inner.scale / 2
+
+
+def test_replacing_a_tensor_a_get_attr_reads_invalidates_the_engine_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    gm = torch.fx.symbolic_trace(Constants())
+    assert {n.target for n in gm.graph.nodes if n.op == "get_attr"} == {"offset", "inner.scale"}
+    imports = {"n": 0}
+    init = fxopt.engine.bridge.Bridge.__init__
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        imports["n"] += 1
+        init(self, *args)
+
+    monkeypatch.setattr(fxopt.engine.bridge.Bridge, "__init__", counting)
+    div = ChangeTrueDivToMulByInverse()
+    div(gm)
+    div(gm)
+    assert imports["n"] == 1  # unchanged: reused
+    gm.offset = torch.zeros(4)  # a plain attribute: no module table holds it
+    div(gm)
+    assert imports["n"] == 2
+    gm.inner.scale = torch.full((4,), 3.0)  # the same buffer slot, a new tensor
+    div(gm)
+    assert imports["n"] == 3
+    torch.testing.assert_close(gm(X), X * 3 / 2)
+
+
 def _append_node(gm: GraphModule) -> None:
     with gm.graph.inserting_before(_node(gm, "output")):
         gm.graph.call_function(torch.relu, (_node(gm, "x"),))

@@ -20,7 +20,6 @@ import contextlib
 import functools
 import gc
 import importlib
-import itertools
 import keyword
 import operator
 from dataclasses import dataclass, field
@@ -136,7 +135,6 @@ class Bridge:
         # False once the fx graph and the core graph may differ in ways `matches` cannot see.
         self._in_step = True
         self._import_modules_and_attributes(called, read)
-        self._attributes: list[object] = []
         self._remember_modules()
 
     def _import_modules_and_attributes(self, called: Sequence[str], read: Sequence[str]) -> None:
@@ -156,26 +154,21 @@ class Bridge:
         self.session.add_taken_paths(paths=taken)
 
     def _remember_modules(self) -> None:
-        """Records what the engine knows of the modules, to tell later whether it still holds:
-        natively, every module with its parameters, buffers and the plain attributes read of
-        those imported (``training`` flips on ``gm.eval()``), by identity; here, the tensors
-        get_attr nodes read (None where a pass removed one)."""
+        """Records what the engine knows of the modules, to tell later whether it still holds,
+        in one native walk: every module with its parameters, buffers and the plain attributes
+        read of those imported (``training`` flips on ``gm.eval()``), and the values at the
+        paths get_attr nodes read (found as :func:`_lookup` finds them; None where a pass
+        removed one), all by identity."""
         self.session.snapshot_modules(
-            root=self.gm, imported=self._imported_modules, attributes=list(MODULE_ATTRIBUTES)
-        )
-        self._attributes = self._read_attributes()
-
-    def _read_attributes(self) -> list[object]:
-        return [_lookup(self.gm, path, None) for path in self._imported_attributes]
+            root=self.gm, imported=self._imported_modules, attributes=list(MODULE_ATTRIBUTES),
+            paths=sorted(self._imported_attributes), module_type=torch.nn.Module,
+        )  # fmt: skip
 
     def current(self) -> bool:
         """True if the GraphModule is still what the session last imported or synced."""
         if not self._in_step or not self.session.matches(root=self.gm.graph._root):
             return False
-        if not self.session.modules_match(root=self.gm):
-            return False
-        attributes = self._read_attributes()
-        return len(attributes) == len(self._attributes) and all(map(operator.is_, attributes, self._attributes))
+        return self.session.modules_match(root=self.gm)
 
     def _import_everything(self) -> None:
         """Registers every submodule and stored tensor, called or read or not.
@@ -263,7 +256,7 @@ class Bridge:
         self._in_step = not replay.renamed
         self.session.snapshot(root=self.gm.graph._root)
         self._remember_modules()
-        self.tensors.retain(itertools.chain(self.session.module_tensors(), self._attributes))
+        self.tensors.retain(self.session.module_tensors())
         self.gm.__dict__[APPLIED_ATTR] = tuple(self.session.applied_marks())
         return True
 
