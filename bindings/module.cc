@@ -15,6 +15,7 @@ namespace nb = nanobind;
 using namespace fxopt;
 using fxopt::bindings::EditView;
 using fxopt::bindings::Session;
+using fxopt::bindings::TensorTable;
 
 namespace {
 
@@ -72,6 +73,19 @@ NB_MODULE(_core, m) {
 
   EditView::bind(m);
 
+  nb::class_<TensorTable>(m, "TensorTable",
+                          "The tensors a session refers to by handle (bindings/tensor_table.h).")
+      .def(nb::init<nb::handle, nb::handle>(), nb::arg("tensor_type"), nb::arg("parameter_type"))
+      .def("add", &TensorTable::add, nb::arg("tensor"),
+           nb::sig("def add(self, tensor: torch.Tensor) -> TensorInfo"))
+      .def("tensor", &TensorTable::tensor, nb::arg("handle"),
+           nb::sig("def tensor(self, handle: int) -> torch.Tensor"))
+      .def("rebind", &TensorTable::rebind, nb::arg("handle"), nb::arg("tensor"),
+           nb::sig("def rebind(self, handle: int, tensor: torch.Tensor) -> None"))
+      .def("retain", &TensorTable::retain, nb::arg("live"),
+           nb::sig("def retain(self, live: typing.Iterable[object]) -> None"))
+      .def("__len__", &TensorTable::size);
+
   nb::class_<Session>(m, "Session", nb::type_slots(session_slots))
       .def(nb::init<nb::handle, nb::handle, nb::handle, nb::handle, nb::object, nb::object>(),
            nb::arg("node_type"), nb::arg("tensor_type"), nb::arg("size_type"), nb::arg("strided"),
@@ -83,8 +97,11 @@ NB_MODULE(_core, m) {
            nb::arg("attributes"), nb::arg("paths"), nb::arg("module_type"))
       .def("modules_match", &Session::modules_match, nb::arg("root"))
       .def("module_tensors", &Session::module_tensors)
-      .def("add_module", &Session::add_module, nb::arg("path"), nb::arg("type"),
-           nb::arg("attributes"), nb::arg("tensors"))
+      .def(
+          "import_modules", &Session::import_modules, nb::arg("modules"), nb::arg("attributes"),
+          nb::arg("tensors"),
+          nb::sig("def import_modules(self, modules: typing.Iterable[tuple[str, torch.nn.Module]], "
+                  "attributes: typing.Sequence[str], tensors: TensorTable) -> None"))
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
       .def("add_taken_paths", &Session::add_taken_paths, nb::arg("paths"))
       .def("reserve_names", &Session::reserve_names, nb::arg("names"))

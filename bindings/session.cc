@@ -298,15 +298,6 @@ void Session::clear_references() {
   modules_.clear();
 }
 
-void Session::add_module(const std::string& path, const std::string& type, nb::dict attributes,
-                         nb::dict tensors) {
-  ModuleInfo info{Symbol::intern(type), to_arg(attributes).as<Dict>(), {}};
-  for (auto [name, tensor] : tensors)
-    info.tensors[nb::cast<std::string>(name)] =
-        tensor.is_none() ? TensorInfo{} : nb::cast<TensorInfo>(tensor);
-  program_.modules[path] = std::move(info);
-}
-
 void Session::add_attribute(const std::string& path, const TensorInfo& tensor) {
   program_.attributes[path] = tensor;
 }

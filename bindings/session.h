@@ -21,6 +21,7 @@
 
 #include "bindings/edit.h"
 #include "bindings/module_fingerprint.h"
+#include "bindings/tensor_table.h"
 #include "ir/program.h"
 #include "rewrite/edit_log.h"
 #include "rewrite/pass.h"
@@ -54,8 +55,11 @@ class Session {
   }
   bool modules_match(nb::handle root) const { return modules_.matches(root); }
   nb::list module_tensors() const { return modules_.tensors(); }
-  void add_module(const std::string& path, const std::string& type, nb::dict attributes,
-                  nb::dict tensors);
+  // Registers `modules`, (path, module) pairs, read natively (import_modules.cc): the class's
+  // qualified name, the plain values among `attributes` in the instance dict, and the
+  // parameters and buffers, registered in `tensors`.
+  void import_modules(nb::handle modules, const std::vector<std::string>& attributes,
+                      TensorTable& tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
   void add_taken_paths(nb::handle paths);
   // Node names fx never gives (Graph::reserve_names).
@@ -138,6 +142,8 @@ class Session {
   nb::object target_object(NodeKind kind, Symbol target);
   Symbol target_symbol(NodeKind kind, nb::handle target);
   nb::object tensor_to_py(const TensorInfo& tensor) const;
+  // "module.qualname" of `module`'s class, named once per class.
+  Symbol module_type_name(nb::handle module);
 
   Program program_;
   EditLog log_;
@@ -154,6 +160,7 @@ class Session {
   std::unordered_map<PyObject*, std::string> dtype_names_;  // keys: torch's dtype singletons
   std::vector<Fingerprint> fingerprints_;
   ModuleFingerprint modules_;
+  std::unordered_map<PyObject*, std::pair<nb::object, Symbol>> module_types_;  // keeps the class
 };
 
 }  // namespace fxopt::bindings

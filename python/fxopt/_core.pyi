@@ -1,10 +1,12 @@
 """fxopt's C++ engine"""
 
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 import enum
 from typing import Any, overload
 
+import torch
 import torch.fx.node
+import torch.nn
 
 
 class PassError(RuntimeError):
@@ -163,6 +165,21 @@ class Edit:
     @property
     def tensor(self, /) -> TensorInfo | None: ...
 
+class TensorTable:
+    """The tensors a session refers to by handle (bindings/tensor_table.h)."""
+
+    def __init__(self, tensor_type: object, parameter_type: object) -> None: ...
+
+    def add(self, tensor: torch.Tensor) -> TensorInfo: ...
+
+    def tensor(self, handle: int) -> torch.Tensor: ...
+
+    def rebind(self, handle: int, tensor: torch.Tensor) -> None: ...
+
+    def retain(self, live: Iterable[object]) -> None: ...
+
+    def __len__(self) -> int: ...
+
 class Session:
     def __init__(self, node_type: object, tensor_type: object, size_type: object, strided: object, qualname: object, resolve: object) -> None: ...
 
@@ -178,7 +195,7 @@ class Session:
 
     def module_tensors(self) -> list: ...
 
-    def add_module(self, path: str, type: str, attributes: dict, tensors: dict) -> None: ...
+    def import_modules(self, modules: Iterable[tuple[str, torch.nn.Module]], attributes: Sequence[str], tensors: TensorTable) -> None: ...
 
     def add_attribute(self, path: str, tensor: TensorInfo) -> None: ...
 

@@ -40,7 +40,6 @@ MODULE_ATTRIBUTES = (
     "inplace", "normalized_shape", "elementwise_affine", "negative_slope", "dim",
 )  # fmt: skip
 
-_PLAIN = (bool, int, float, str, type(None))
 
 # Node metadata key of the marks (signatures) of the transformations applied to a node.
 MARKS_KEY = "fxopt_transformations"
@@ -98,12 +97,6 @@ def type_name(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _plain(value: Any) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_plain(v) for v in value)
-    return isinstance(value, _PLAIN)
-
-
 @dataclass
 class PassReport:
     """What one transformation did: nodes changed and candidates skipped, with reasons."""
@@ -139,10 +132,7 @@ class Bridge:
 
     def _import_modules_and_attributes(self, called: Sequence[str], read: Sequence[str]) -> None:
         modules = dict(self.gm.named_modules())
-        for path in called:
-            module = modules.get(path)
-            if module is not None:
-                self._import_module(path, module)
+        self._import_modules([(path, modules[path]) for path in called if path in modules])
         for path in read:
             value = _lookup(self.gm, path)
             if isinstance(value, torch.Tensor):
@@ -180,9 +170,10 @@ class Bridge:
         if self._complete:
             return
         self._complete = True
+        self._import_modules(
+            [(path, module) for path, module in self.gm.named_modules() if path and path not in self._imported_modules]
+        )
         for path, module in self.gm.named_modules():
-            if path and path not in self._imported_modules:
-                self._import_module(path, module)
             prefix = f"{path}." if path else ""
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
                 if tensor is not None and prefix + name not in self._imported_attributes:
@@ -193,21 +184,9 @@ class Bridge:
         self._imported_attributes.add(path)
         self.session.add_attribute(path=path, tensor=self.tensors.register(tensor))
 
-    def _import_module(self, path: str, module: torch.nn.Module) -> None:
-        self._imported_modules.add(path)
-        # Plain attributes live in the instance dict; reading it directly skips nn.Module's slow
-        # __getattr__ fallback for every attribute a module does not have.
-        state = module.__dict__
-        attributes = {
-            name: state[name]
-            for name in MODULE_ATTRIBUTES
-            if name in state and state[name] is not None and _plain(state[name])
-        }
-        tensors = {
-            name: None if t is None else self.tensors.register(t)
-            for name, t in (*module._parameters.items(), *module._buffers.items())
-        }
-        self.session.add_module(path=path, type=type_name(module), attributes=attributes, tensors=tensors)
+    def _import_modules(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
+        self._imported_modules.update(path for path, _ in modules)
+        self.session.import_modules(modules=modules, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
 
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""

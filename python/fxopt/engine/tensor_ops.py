@@ -9,8 +9,6 @@ not once per call, which cost more than the small tensor operations themselves.
 
 from __future__ import annotations
 
-import functools
-import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,51 +22,25 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# A graph registers thousands of tensors of a few dtypes and devices: name each once.
-_dtype_name = functools.cache(dtype_name)
-_device_name = functools.cache(str)
-
-
 class TorchTensorOps:
     def __init__(self) -> None:
-        self._tensors: dict[int, torch.Tensor] = {}
-        self._handles: dict[int, int] = {}  # id(tensor) -> handle, so a shared tensor has one
-        self._next = itertools.count(1)
+        # Handles, tensors and their TensorInfo live in the engine (`_core.TensorTable`).
+        self.table = _core.TensorTable(tensor_type=torch.Tensor, parameter_type=torch.nn.Parameter)
 
     def register(self, tensor: torch.Tensor) -> _core.TensorInfo:
-        handle = self._handles.get(id(tensor))
-        if handle is None:
-            handle = next(self._next)
-            self._tensors[handle] = tensor
-            self._handles[id(tensor)] = handle
-        kind = type(tensor)  # Parameter's isinstance goes through a Python metaclass hook
-        return _core.TensorInfo(
-            shape=list(tensor.shape),
-            dtype=_dtype_name(tensor.dtype),
-            device=_device_name(tensor.device),
-            requires_grad=tensor.requires_grad,
-            is_parameter=kind is torch.nn.Parameter
-            or (kind is not torch.Tensor and isinstance(tensor, torch.nn.Parameter)),
-            handle=handle,
-        )
+        return self.table.add(tensor)
 
     def tensor(self, info: _core.TensorInfo) -> torch.Tensor:
-        return self._tensors[info.handle]
+        return self.table.tensor(info.handle)
 
     def rebind(self, info: _core.TensorInfo, tensor: torch.Tensor) -> None:
         """Makes `info`'s handle name `tensor` (what a module stores for it) from now on."""
-        old = self._tensors[info.handle]
-        if self._handles.get(id(old)) == info.handle:
-            del self._handles[id(old)]  # `old` may be freed now, and its id reused
-        self._tensors[info.handle] = tensor
-        self._handles[id(tensor)] = info.handle
+        self.table.rebind(info.handle, tensor)
 
     def retain(self, live: Iterable[object]) -> None:
         """Forgets every tensor but those in `live` (what the GraphModule still holds), so a
         session kept between transformations does not keep the weights a pass replaced alive."""
-        keep = set(map(id, live))
-        self._handles = {key: h for key, h in self._handles.items() if key in keep}
-        self._tensors = {h: self._tensors[h] for h in self._handles.values()}
+        self.table.retain(live)
 
     def _result(self, tensor: torch.Tensor) -> _core.TensorInfo:
         return self.register(tensor.detach().contiguous())
