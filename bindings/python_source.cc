@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "bindings/fx_nodes.h"
@@ -114,6 +115,19 @@ class CallbackPrinter : public SourcePrinter {
   std::unordered_map<std::pair<uint64_t, bool>, std::optional<std::string>, KeyHash> opaque_cache_;
 };
 
+// fx's `_lineno_map`: {first + i: node_index[i], or None where it is -1}.
+nb::dict lineno_map(int64_t first, const std::vector<int64_t>& node_index) {
+  nb::dict map;
+  for (size_t line = 0; line < node_index.size(); ++line) {
+    nb::object key = nb::steal(PyLong_FromLongLong(first + static_cast<int64_t>(line)));
+    nb::object value =
+        node_index[line] < 0 ? nb::none() : nb::steal(PyLong_FromLongLong(node_index[line]));
+    if (!key.is_valid() || !value.is_valid() || PyDict_SetItem(map.ptr(), key.ptr(), value.ptr()))
+      throw nb::python_error();
+  }
+  return map;
+}
+
 }  // namespace
 
 std::optional<Session::Source> Session::python_source(
@@ -130,15 +144,32 @@ std::optional<Session::Source> Session::python_source(
                             return target_object(NodeKind::CallFunction, target);
                           });
 
-  // The core graph must be the fx graph node for node: the same fx nodes in the same order,
-  // with the same names, and nothing fx prints that the core does not hold.
+  // Code generation reads the core graph, so it must be the fx graph node for node. The fx
+  // graph must be the one the session last imported or synced, unchanged since: its nodes in
+  // order, each with what fx replaces on an edit that changes the code (op, target, name, args,
+  // kwargs; the fingerprint `matches` compares, less what the code does not show), and no core
+  // edit waiting for a sync. Checked in the walk that reads what the code does show and the
+  // core does not hold: types and wrapped functions.
+  if (!log_.empty()) return std::nullopt;
   const NodeKeys& keys = node_keys();
   Node* core = program_.graph.first();
-  for (nb::object py = get(root, keys.next); !py.is(root); py = get(py, keys.next)) {
-    if (!core) return std::nullopt;
+  size_t index = 0;
+  for (nb::object py = get(root, keys.next); !py.is(root); py = get(py, keys.next), ++index) {
+    if (!core || index >= fingerprints_.size()) return std::nullopt;
+    const Fingerprint& print = fingerprints_[index];
+    nb::object name = get(py, keys.name);
+    if (print.node != py.ptr() || !name.is(print.name) || !get(py, keys.op).is(print.op) ||
+        !get(py, keys.target).is(print.target) || !get(py, keys.args).is(print.args) ||
+        !get(py, keys.kwargs).is(print.kwargs))
+      return std::nullopt;
+    // The session's own invariant (a sync makes the core graph the fx graph), checked as well:
+    // the core node at this place is bound to this fx node and has its name.
     auto bound = py_nodes_.find(core->id());
     if (bound == py_nodes_.end() || !bound->second.is(py)) return std::nullopt;
-    if (nb::cast<std::string>(get(py, keys.name)) != core->name()) return std::nullopt;
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
+    if (!text) throw nb::python_error();
+    if (std::string_view(text, size) != core->name()) return std::nullopt;
     if (nb::object type = get(py, keys.type); !type.is_none()) {
       // fx would name an annotation that is also a call target once, for both
       if (symbols_.contains(type.ptr())) return std::nullopt;
@@ -152,7 +183,7 @@ std::optional<Session::Source> Session::python_source(
     }
     core = core->next();
   }
-  if (core) return std::nullopt;
+  if (core || index != fingerprints_.size()) return std::nullopt;
 
   SourceOptions options{"self", output_prefix, output_suffix, illegal_names, custom_builtins};
   std::optional<PythonSource> source = fxopt::python_source(program_.graph, options, printer);
@@ -163,12 +194,8 @@ std::optional<Session::Source> Session::python_source(
     globals.append(nb::make_tuple(name, target_object(NodeKind::CallFunction, symbol)));
   for (const auto& [name, key] : source->type_globals)
     globals.append(nb::make_tuple(name, printer.type_objects().at(key)));
-  return Source{std::move(source->src),
-                globals,
-                std::move(source->custom_builtin_names),
-                source->lineno_start,
-                std::move(source->node_index),
-                source->prologue_start};
+  return Source{std::move(source->src), globals, std::move(source->custom_builtin_names),
+                lineno_map(source->lineno_start, source->node_index), source->prologue_start};
 }
 
 }  // namespace fxopt::bindings

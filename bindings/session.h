@@ -90,15 +90,14 @@ class Session {
   nb::list lint() const;
   // The forward torch's plain CodeGen would generate for the fx graph whose sentinel is `root`,
   // built from the core graph (`fxopt::python_source`): (src, globals as (name, callable), the
-  // names the custom builtins got, first line of the line map, node index per line (-1: None),
-  // prologue start), or None where
-  // the generator declines or the fx graph is not node for node the core graph (a node the
-  // session does not know, another name, a wrapped function).
+  // names the custom builtins got, fx's line map {line: node index or None}, prologue start), or
+  // None where the generator declines or the fx graph is not node for node the core graph (not
+  // the graph last imported or synced, a core edit not synced yet, a wrapped function). One walk
+  // of the fx graph checks that (python_source.cc); the modules play no part in the code.
   // The callbacks are `SourcePrinter`'s: opaque_source(value, plain) -> str | None,
   // call_target(callable) -> (style, text, builtin_object) | None, type_source(type) -> str |
   // None and prologue(free_vars, return_annotation) -> str | None.
-  using Source = std::tuple<std::string, nb::list, std::vector<std::string>, int64_t,
-                            std::vector<int64_t>, int64_t>;
+  using Source = std::tuple<std::string, nb::list, std::vector<std::string>, nb::dict, int64_t>;
   std::optional<Source> python_source(nb::handle root,
                                       const std::vector<std::string>& illegal_names,
                                       const std::vector<std::string>& custom_builtins,

@@ -113,6 +113,54 @@ TEST(PythonSource, DeclinesWhatItCannotPrint) {
   EXPECT_FALSE(python_source(text, options(), printer));  // non-ASCII text: repr keeps it
 }
 
+// Values whose source spans lines: fx splits its body into lines after generating it, so
+// each line is indented, a line holding `# COUNTER: n` is dropped and maps the lines after it
+// to node n, and leading blank lines go.
+class MultilinePrinter : public FakePrinter {
+ public:
+  std::optional<std::string> opaque(Opaque value, bool) override {
+    return value.id == 1 ? "(1,\n# COUNTER: 9\n2)" : "\n\n3";
+  }
+};
+
+TEST(PythonSource, ReadsMultilineTextAsFxDoes) {
+  Graph graph;
+  GraphBuilder b(graph);
+  Node* x = b.input("x");
+  Node* y = b.call("add", "_operator.add", {x, Opaque{1}});
+  b.output(Tuple{{y, Opaque{2}}});
+  MultilinePrinter printer;
+  std::optional<PythonSource> source = python_source(graph, options(), printer);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(source->src,
+            "\n\n\ndef forward(self, x):\n"
+            "    add = x + (1,\n"
+            "    2);  x = None\n"
+            "    return (add, \n"
+            "    \n"
+            "    3)\n"
+            "    ");
+  EXPECT_EQ(source->node_index, (std::vector<int64_t>{1, 9, 2, 2, 2, 2}));
+
+  Graph blank;
+  GraphBuilder first(blank);
+  Node* input = first.input("x");
+  printer.targets["mylib.blank"] = {CallTarget::Style::Inplace, "\n\n{}", false};
+  first.output(first.call("iadd", "mylib.blank", {input}));
+  source = python_source(blank, options(), printer);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(source->src,
+            "\n\n\ndef forward(self, x):\n    x;  iadd = x;  x = None\n"
+            "    return iadd\n    ");
+  EXPECT_EQ(source->node_index, (std::vector<int64_t>{1, 1, 1, 2, 2}));
+
+  Graph empty;
+  source = python_source(empty, options(), printer);
+  ASSERT_TRUE(source);
+  EXPECT_EQ(source->src, "\n\n\ndef forward(self):\n    pass\n    ");
+  EXPECT_EQ(source->node_index, (std::vector<int64_t>{-1, -1}));
+}
+
 TEST(PythonSource, FloatsAndStringsPrintAsPythonRepr) {
   EXPECT_EQ(python_float_repr(1e-05), "1e-05");
   EXPECT_EQ(python_float_repr(0.0001), "0.0001");

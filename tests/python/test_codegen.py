@@ -136,6 +136,84 @@ def test_declines_without_a_current_attached_session() -> None:
     assert codegen.python_code(gm) is None
 
 
+def _edit_args(gm: torch.fx.GraphModule) -> None:
+    node = next(n for n in gm.graph.nodes if n.op == "call_function" and len(n.args) == 2)
+    node.args = (node.args[0], node.args[0])
+
+
+def _edit_target(gm: torch.fx.GraphModule) -> None:
+    node = next(n for n in gm.graph.nodes if n.target is operator.add)
+    node.target = operator.sub
+
+
+def _edit_kwargs(gm: torch.fx.GraphModule) -> None:
+    node = next(n for n in gm.graph.nodes if n.op == "call_method" and n.kwargs)
+    node.kwargs = {}
+
+
+def _add_node(gm: torch.fx.GraphModule) -> None:
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(output):
+        gm.graph.call_function(torch.relu, (next(iter(gm.graph.nodes)),))
+
+
+def _remove_node(gm: torch.fx.GraphModule) -> None:
+    _add_node(gm)
+    bridge.detach(gm)
+    bridge.attached(gm)  # a session that imported the added node
+    gm.graph.erase_node(next(n for n in gm.graph.nodes if n.target is torch.relu))
+
+
+def _reorder(gm: torch.fx.GraphModule) -> None:
+    first, second = [n for n in gm.graph.nodes if n.op == "call_method"][:2]
+    if first.next is not second:
+        first.next.prepend(first)  # swaps first with the node after it; still a valid order
+    else:
+        second.append(first)
+
+
+@pytest.mark.parametrize("edit", [_edit_args, _edit_target, _edit_kwargs, _add_node, _remove_node, _reorder])
+def test_declines_after_fx_edits_behind_the_session(edit: Any) -> None:
+    """Any edit of the fx graph since the last import or sync: the engine's graph no longer
+    mirrors it, so torch generates the code."""
+    gm = attached(torch.fx.symbolic_trace(Everything()))
+    edit(gm)
+    assert codegen.python_code(gm) is None
+    assert codegen.recompile(gm) is False
+    assert gm.code == gm.graph.python_code("self").src
+
+
+def test_declines_on_core_edits_not_synced() -> None:
+    gm = torch.fx.symbolic_trace(Everything())
+    session = bridge.attached(gm)
+    transformation = ChangeTrueDivToMulByInverse()
+    session.run(transformation.core_pass, transformation.core_options(), transformation.signature, False)
+    assert session.session.edit_count() > 0
+    assert codegen.python_code(gm) is None
+    session.sync()
+    assert codegen_difference(gm) == ""
+
+
+def test_module_changes_do_not_stop_the_engine() -> None:
+    """The code depends on the fx graph only: a replaced submodule still gets the engine's code."""
+    gm = torch.fx.symbolic_trace(Everything())
+    session = bridge.attached(gm)
+    gm.linear = nn.Linear(4, 4)
+    assert not session.current()
+    code = codegen.python_code(gm)
+    assert code is not None and code.src == gm.graph.python_code("self").src
+
+
+def test_counter_text_and_blank_lines_follow_fx() -> None:
+    """fx drops any line holding `# COUNTER: n` (a string argument's text too) and maps the
+    lines after it to node n."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    noted = graph.call_function(torch.add, (x, "# COUNTER: 7"))
+    graph.output(graph.call_function(torch.add, (noted, "# COUNTER: x")))
+    assert codegen_difference(attached(torch.fx.GraphModule(nn.Module(), graph))) == ""
+
+
 @pytest.mark.parametrize("variable", ["FX_GRAPH_SHOW_META", "FX_GRAPH_SHOW_STRIDE"])
 def test_declines_on_fx_debug_output(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
     gm = attached(torch.fx.symbolic_trace(Everything()))

@@ -156,7 +156,11 @@ def python_code(gm: torch.fx.GraphModule) -> PythonCode | None:
     bridge = gm.graph.__dict__.get(_ATTACHED)
     if not (isinstance(bridge, Bridge) and bridge.gm is gm and _supported(gm)):
         return None
-    if not bridge.current():
+    # The code depends on the fx graph alone: python_source checks natively, in its one walk,
+    # that it is still the graph the session last imported or synced (`Bridge.current` would
+    # also walk the modules). `_in_step` is False where the two graphs may differ in ways that
+    # check cannot see (a sync that renamed nodes, a rebuild).
+    if not bridge._in_step:
         return None
     # fx pre-registers its custom builtins, except those it spells by qualified name
     builtins_ = {
@@ -174,16 +178,13 @@ def python_code(gm: torch.fx.GraphModule) -> PythonCode | None:
     )  # fmt: skip
     if source is None:
         return None
-    src, new_globals, builtin_names, lineno_start, node_index, prologue_start = source
+    src, new_globals, builtin_names, lineno_map, prologue_start = source
     if builtin_names != list(builtins_):
         return None
     globals_: dict[str, Any] = dict(builtins_)
     for name, value in new_globals:
         if globals_.setdefault(name, value) is not value:
             return None
-    lineno_map: dict[int, int | None] = {
-        lineno_start + line: (None if index < 0 else index) for line, index in enumerate(node_index)
-    }
     return PythonCode(src, globals_, _lineno_map=lineno_map, _prologue_start=prologue_start)
 
 
