@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/edit.h"
+#include "bindings/fx_lint.h"
 #include "bindings/session.h"
 #include "passes/registry.h"
 
@@ -129,6 +130,11 @@ NB_MODULE(_core, m) {
       .def_ro("name", &PassInfo::name)
       .def_ro("summary", &PassInfo::summary)
       .def_ro("preserves_computation", &PassInfo::preserves_computation);
+
+  m.def("fx_graph_lints_clean", &fxopt::bindings::fx_graph_lints_clean, nb::arg("graph"),
+        nb::arg("module_type"),
+        nb::sig("def fx_graph_lints_clean(graph: torch.fx.Graph, module_type: type) -> bool"),
+        "True if graph.lint() would pass, proved in one native walk (bindings/fx_lint.h).");
 
   m.def("passes", &all_passes, nb::rv_policy::reference, "The registry, in its order.");
 }

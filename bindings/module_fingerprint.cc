@@ -34,28 +34,6 @@ bool class_has(PyTypeObject* cls, PyObject* name) {
   return _PyType_Lookup(cls, name) || _PyType_Lookup(Py_TYPE(cls), name);
 }
 
-// getattr(object, name) or null, reading a module's tables directly as `bridge._child` does:
-// nn.Module finds them only in its Python __getattr__, after a failed lookup.
-nb::object child(nb::handle object, nb::handle name, nb::handle module_type) {
-  int is_module = PyObject_IsInstance(object.ptr(), module_type.ptr());
-  if (is_module < 0) throw nb::python_error();
-  if (is_module && !class_has(Py_TYPE(object.ptr()), name.ptr())) {
-    const ModuleKeys& keys = module_keys();
-    nb::object state = get(object, keys.dict);
-    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
-    for (PyObject* where : {state.ptr(), table(state.ptr(), keys.parameters),
-                            table(state.ptr(), keys.buffers), table(state.ptr(), keys.modules)}) {
-      if (nb::object value = lookup(where, name); value.is_valid()) return value;
-    }
-    return {};
-  }
-  PyObject* value = PyObject_GetAttr(object.ptr(), name.ptr());
-  if (value) return nb::steal(value);
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
-  PyErr_Clear();
-  return {};
-}
-
 struct Walk {
   const std::unordered_set<std::string>& imported;
   const std::vector<nb::object>& attributes;
@@ -108,6 +86,26 @@ struct Walk {
 
 }  // namespace
 
+nb::object module_attribute(nb::handle object, nb::handle name, nb::handle module_type) {
+  int is_module = PyObject_IsInstance(object.ptr(), module_type.ptr());
+  if (is_module < 0) throw nb::python_error();
+  if (is_module && !class_has(Py_TYPE(object.ptr()), name.ptr())) {
+    const ModuleKeys& keys = module_keys();
+    nb::object state = get(object, keys.dict);
+    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
+    for (PyObject* where : {state.ptr(), table(state.ptr(), keys.parameters),
+                            table(state.ptr(), keys.buffers), table(state.ptr(), keys.modules)}) {
+      if (nb::object value = lookup(where, name); value.is_valid()) return value;
+    }
+    return {};
+  }
+  PyObject* value = PyObject_GetAttr(object.ptr(), name.ptr());
+  if (value) return nb::steal(value);
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+  PyErr_Clear();
+  return {};
+}
+
 std::vector<nb::object> ModuleFingerprint::walk(nb::handle root,
                                                 std::vector<size_t>& tensors) const {
   std::vector<nb::object> objects;
@@ -120,7 +118,7 @@ std::vector<nb::object> ModuleFingerprint::walk(nb::handle root,
 nb::object ModuleFingerprint::find(nb::handle root, const std::vector<nb::object>& path) const {
   nb::object object = nb::borrow(root);
   for (const nb::object& name : path) {
-    object = child(object, name, module_type_);
+    object = module_attribute(object, name, module_type_);
     if (!object.is_valid()) return nb::none();
   }
   return object;

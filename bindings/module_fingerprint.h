@@ -21,6 +21,11 @@ namespace fxopt::bindings {
 
 namespace nb = nanobind;
 
+// getattr(object, name), or null where it has no such attribute, reading a module's tables
+// directly as `fxopt.engine.bridge._child` does: nn.Module finds them only in its Python
+// __getattr__, after a failed lookup. `module_type`: torch.nn.Module.
+nb::object module_attribute(nb::handle object, nb::handle name, nb::handle module_type);
+
 class ModuleFingerprint {
  public:
   // `imported`: paths of the modules whose attributes the session read; `attributes`: their

@@ -5,6 +5,7 @@ import enum
 from typing import Any, overload
 
 import torch
+import torch.fx
 import torch.fx.node
 import torch.nn
 
@@ -242,6 +243,11 @@ class PassInfo:
 
     @property
     def preserves_computation(self) -> bool: ...
+
+def fx_graph_lints_clean(graph: torch.fx.Graph, module_type: type) -> bool:
+    """
+    True if graph.lint() would pass, proved in one native walk (bindings/fx_lint.h).
+    """
 
 def passes() -> list[PassInfo]:
     """The registry, in its order."""

@@ -154,6 +154,12 @@ class Bridge:
             paths=sorted(self._imported_attributes), module_type=torch.nn.Module,
         )  # fmt: skip
 
+    @property
+    def in_step(self) -> bool:
+        """False once the fx graph and the core graph may differ in ways the native checks of
+        the fx graph cannot see (a sync that renamed nodes, a failed sync, a rebuild)."""
+        return self._in_step
+
     def current(self) -> bool:
         """True if the GraphModule is still what the session last imported or synced."""
         if not self._in_step or not self.session.matches(root=self.gm.graph._root):

@@ -158,9 +158,9 @@ def python_code(gm: torch.fx.GraphModule) -> PythonCode | None:
         return None
     # The code depends on the fx graph alone: python_source checks natively, in its one walk,
     # that it is still the graph the session last imported or synced (`Bridge.current` would
-    # also walk the modules). `_in_step` is False where the two graphs may differ in ways that
+    # also walk the modules). `in_step` is False where the two graphs may differ in ways that
     # check cannot see (a sync that renamed nodes, a rebuild).
-    if not bridge._in_step:
+    if not bridge.in_step:
         return None
     # fx pre-registers its custom builtins, except those it spells by qualified name
     builtins_ = {

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.fx import GraphModule, Node
 
-from ..engine import codegen
+from ..engine import codegen, lint
 from ..engine.bridge import paused_gc
 
 MARKS_KEY = "fxopt_transformations"
@@ -132,5 +132,5 @@ def _check_graph_module(transformation: Transformation, graph_module: object) ->
 
 def _lint_and_recompile(graph_module: GraphModule) -> None:
     with paused_gc():
-        graph_module.graph.lint()
+        lint.lint(graph_module.graph)
         codegen.recompile(graph_module)
