@@ -9,7 +9,8 @@
 namespace fxopt::bindings {
 namespace {
 
-nb::object interned(const char* text) { return nb::steal(PyUnicode_InternFromString(text)); }
+// Names looked up on every node; never released, as they must not outlive Python (NodeKeys).
+nb::handle interned(const char* text) { return PyUnicode_InternFromString(text); }
 
 bool equal(nb::handle a, nb::handle b) {
   return a.is(b) || (PyUnicode_Check(a.ptr()) && PyUnicode_Compare(a.ptr(), b.ptr()) == 0);
@@ -25,7 +26,7 @@ bool contains(nb::handle container, nb::handle item) {
 // strings, and get_attr / call_module targets name attributes of the owning module (modules,
 // for call_module, at every step).
 bool target_exists(nb::handle op, nb::handle target, nb::handle owner, nb::handle module_type) {
-  static const nb::object call_function = interned("call_function"),
+  static const nb::handle call_function = interned("call_function"),
                           call_module = interned("call_module"), get_attr = interned("get_attr"),
                           dot = interned(".");
   if (equal(op, call_function)) return PyCallable_Check(target.ptr());
@@ -49,11 +50,11 @@ bool target_exists(nb::handle op, nb::handle target, nb::handle owner, nb::handl
 
 bool fx_graph_lints_clean(nb::handle graph, nb::handle module_type) {
   const NodeKeys& keys = node_keys();
-  static const nb::object graph_key = interned("graph"), input_nodes = interned("_input_nodes"),
+  static const nb::handle graph_key = interned("graph"), input_nodes = interned("_input_nodes"),
                           lookup_table = interned("_find_nodes_lookup_table"),
                           table_key = interned("table"), owning_module = interned("owning_module"),
                           call_function = interned("call_function");
-  static const std::array<nb::object, 7> legal_ops = {
+  static const std::array<nb::handle, 7> legal_ops = {
       interned("placeholder"),   interned("call_method"), interned("call_module"),
       interned("call_function"), interned("get_attr"),    interned("output"),
       interned("root")};
@@ -74,7 +75,7 @@ bool fx_graph_lints_clean(nb::handle graph, nb::handle module_type) {
     clean = false;
     nb::object op = get(node, keys.op), target = get(node, keys.target);
     bool legal = false;
-    for (const nb::object& candidate : legal_ops) legal |= equal(op, candidate);
+    for (nb::handle candidate : legal_ops) legal |= equal(op, candidate);
     if (!legal || !get(node, graph_key).is(graph)) return;
     // fx's side table files each node under (op, target if call_function else None)
     nb::object side =
