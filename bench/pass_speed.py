@@ -23,7 +23,7 @@ A second table measures torch's recompile options on the largest synthetic graph
 `recompile()` split into `Graph.python_code` and `compile()`, and lazy recompilation
 (`torch.fx._lazy_graph_module`), counting the first call that pays for it.
 
-Run: `python bench/pass_speed.py` (about 30 minutes on 2 shared cores), or `--quick` (1k and
+Run: `python bench/pass_speed.py` (about 15 minutes on 2 shared cores), or `--quick` (1k and
 10k nodes). Writes bench/results/pass_speed.md.
 """
 
