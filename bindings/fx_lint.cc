@@ -9,9 +9,6 @@
 namespace fxopt::bindings {
 namespace {
 
-// Names looked up on every node; never released, as they must not outlive Python (NodeKeys).
-nb::handle interned(const char* text) { return PyUnicode_InternFromString(text); }
-
 bool equal(nb::handle a, nb::handle b) {
   return a.is(b) || (PyUnicode_Check(a.ptr()) && PyUnicode_Compare(a.ptr(), b.ptr()) == 0);
 }

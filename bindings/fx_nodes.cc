@@ -2,24 +2,30 @@
 
 namespace fxopt::bindings {
 
+nb::handle interned(const char* text) {
+  PyObject* name = PyUnicode_InternFromString(text);
+  if (!name) throw nb::python_error();
+  return name;
+}
+
 const NodeKeys& node_keys() {
-  static const NodeKeys keys = {PyUnicode_InternFromString("op"),
-                                PyUnicode_InternFromString("target"),
-                                PyUnicode_InternFromString("name"),
-                                PyUnicode_InternFromString("_args"),
-                                PyUnicode_InternFromString("_kwargs"),
-                                PyUnicode_InternFromString("meta"),
-                                PyUnicode_InternFromString("_next"),
-                                PyUnicode_InternFromString("type"),
-                                PyUnicode_InternFromString("fxopt_transformations"),
-                                PyUnicode_InternFromString("fxopt_reversal"),
-                                PyUnicode_InternFromString("val"),
-                                PyUnicode_InternFromString("tensor_meta"),
-                                PyUnicode_InternFromString("is_wrapped"),
-                                PyUnicode_InternFromString("shape"),
-                                PyUnicode_InternFromString("dtype"),
-                                PyUnicode_InternFromString("device"),
-                                PyUnicode_InternFromString("layout")};
+  static const NodeKeys keys = {interned("op"),
+                                interned("target"),
+                                interned("name"),
+                                interned("_args"),
+                                interned("_kwargs"),
+                                interned("meta"),
+                                interned("_next"),
+                                interned("type"),
+                                interned("fxopt_transformations"),
+                                interned("fxopt_reversal"),
+                                interned("val"),
+                                interned("tensor_meta"),
+                                interned("is_wrapped"),
+                                interned("shape"),
+                                interned("dtype"),
+                                interned("device"),
+                                interned("layout")};
   return keys;
 }
 

@@ -9,13 +9,16 @@ namespace fxopt::bindings {
 
 namespace nb = nanobind;
 
-// Attribute and metadata names looked up on every fx node. Deliberately never released: they
-// must outlive every session, and static nb::str objects would be destroyed after Python is.
+// Attribute and metadata names looked up on every fx node (`interned`).
 struct NodeKeys {
   nb::handle op, target, name, args, kwargs, meta, next, type, marks, reversal, val, tensor_meta,
       is_wrapped, shape, dtype, device, layout;
 };
 const NodeKeys& node_keys();
+
+// The interned Python string `text`, never released: names looked up natively must outlive every
+// session, and static objects would be released after Python is finalized.
+nb::handle interned(const char* text);
 
 // getattr(object, key), raising Python's error.
 nb::object get(nb::handle object, nb::handle key);

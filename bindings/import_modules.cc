@@ -24,10 +24,10 @@ bool plain(PyObject* value) {
 }
 
 // `state[key]` as a dict: nn.Module's parameter and buffer tables.
-nb::dict module_table(nb::handle state, const char* key) {
-  nb::object table = lookup(state, nb::str(key));
+nb::dict module_table(nb::handle state, nb::handle key) {
+  nb::object table = lookup(state, key);
   if (!table.is_valid() || !PyDict_Check(table.ptr()))
-    throw nb::type_error((std::string("a module's __dict__ lacks nn.Module's ") + key).c_str());
+    throw nb::type_error("a module's __dict__ lacks nn.Module's tables");
   return nb::borrow<nb::dict>(table);
 }
 
@@ -49,7 +49,8 @@ void Session::import_modules(nb::handle modules, const std::vector<std::string>&
   std::vector<nb::object> names;
   for (const std::string& name : attributes)
     names.push_back(nb::steal(PyUnicode_InternFromString(name.c_str())));
-  const nb::str dict_key("__dict__");
+  static const nb::handle dict_key = interned("__dict__"), parameters = interned("_parameters"),
+                          buffers = interned("_buffers");
   for (nb::handle entry : modules) {
     auto [path, module] = nb::cast<std::pair<std::string, nb::object>>(entry);
     nb::object state = get(module, dict_key);
@@ -60,7 +61,7 @@ void Session::import_modules(nb::handle modules, const std::vector<std::string>&
       if (value.is_valid() && !value.is_none() && plain(value.ptr()))
         info.attributes.items.emplace_back(attributes[i], to_arg(value));
     }
-    for (const char* table : {"_parameters", "_buffers"}) {
+    for (nb::handle table : {parameters, buffers}) {
       for (auto [name, tensor] : module_table(state, table))
         info.tensors[nb::cast<std::string>(name)] =
             tensor.is_none() ? TensorInfo{} : tensors.add(tensor);

@@ -14,9 +14,8 @@ struct ModuleKeys {
 };
 
 const ModuleKeys& module_keys() {
-  static const ModuleKeys keys = {
-      PyUnicode_InternFromString("__dict__"), PyUnicode_InternFromString("_parameters"),
-      PyUnicode_InternFromString("_buffers"), PyUnicode_InternFromString("_modules")};
+  static const ModuleKeys keys = {interned("__dict__"), interned("_parameters"),
+                                  interned("_buffers"), interned("_modules")};
   return keys;
 }
 

@@ -7,21 +7,6 @@
 #include "bindings/fx_nodes.h"
 
 namespace fxopt::bindings {
-namespace {
-
-struct TensorKeys {
-  nb::handle shape, dtype, device, requires_grad;
-};
-
-const TensorKeys& tensor_keys() {
-  // Never released: they must outlive every table (see NodeKeys).
-  static const TensorKeys keys = {
-      PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("dtype"),
-      PyUnicode_InternFromString("device"), PyUnicode_InternFromString("requires_grad")};
-  return keys;
-}
-
-}  // namespace
 
 TensorTable::TensorTable(nb::handle tensor_type, nb::handle parameter_type)
     : tensor_type_(nb::borrow(tensor_type)), parameter_type_(nb::borrow(parameter_type)) {}
@@ -44,7 +29,8 @@ std::string TensorTable::device_name(nb::handle device) {
 }
 
 TensorInfo TensorTable::add(nb::handle tensor) {
-  const TensorKeys& keys = tensor_keys();
+  const NodeKeys& keys = node_keys();  // a tensor's shape, dtype and device have fx's key names
+  static const nb::handle requires_grad = interned("requires_grad");
   TensorInfo info;
   nb::object shape = get(tensor, keys.shape);
   if (!PyTuple_Check(shape.ptr())) throw nb::type_error("a tensor's shape is not a torch.Size");
@@ -52,7 +38,7 @@ TensorInfo TensorTable::add(nb::handle tensor) {
     info.shape.push_back(nb::cast<int64_t>(size));
   info.dtype = dtype_name(get(tensor, keys.dtype));
   info.device = device_name(get(tensor, keys.device));
-  info.requires_grad = PyObject_IsTrue(get(tensor, keys.requires_grad).ptr()) == 1;
+  info.requires_grad = PyObject_IsTrue(get(tensor, requires_grad).ptr()) == 1;
   // Parameter's isinstance goes through a Python metaclass hook: only for other subclasses.
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()));
   if (type == parameter_type_.ptr()) {
