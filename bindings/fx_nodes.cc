@@ -1,5 +1,9 @@
 #include "bindings/fx_nodes.h"
 
+#include <nanobind/stl/string.h>
+
+#include <unordered_map>
+
 namespace fxopt::bindings {
 
 nb::handle interned(const char* text) {
@@ -27,6 +31,17 @@ const NodeKeys& node_keys() {
                                 interned("device"),
                                 interned("layout")};
   return keys;
+}
+
+const std::string& dtype_name(nb::handle dtype) {
+  // Keys: torch's dtype objects, singletons held here so their addresses stay theirs.
+  static std::unordered_map<PyObject*, std::string> names;
+  auto it = names.find(dtype.ptr());
+  if (it != names.end()) return it->second;
+  std::string name = nb::cast<std::string>(nb::str(dtype));
+  if (name.starts_with("torch.")) name.erase(0, 6);
+  Py_INCREF(dtype.ptr());
+  return names.emplace(dtype.ptr(), std::move(name)).first->second;
 }
 
 nb::object get(nb::handle object, nb::handle key) {

@@ -5,6 +5,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+
 namespace fxopt::bindings {
 
 namespace nb = nanobind;
@@ -19,6 +21,9 @@ const NodeKeys& node_keys();
 // The interned Python string `text`, never released: names looked up natively must outlive every
 // session, and static objects would be released after Python is finalized.
 nb::handle interned(const char* text);
+
+// torch's name of a dtype without the "torch." prefix ("float32"), named once per dtype.
+const std::string& dtype_name(nb::handle dtype);
 
 // getattr(object, key), raising Python's error.
 nb::object get(nb::handle object, nb::handle key);

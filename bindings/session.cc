@@ -114,7 +114,7 @@ Arg Session::to_arg(nb::handle value) {
   opaque_by_object_.emplace(o, opaque.id);
   if (by_value) opaque_by_value_[value] = opaque.id;
   if (std::string_view(Py_TYPE(o)->tp_name) == "torch.dtype")
-    program_.dtype_opaques[opaque.id] = nb::cast<std::string>(nb::str(value)).substr(6);
+    program_.dtype_opaques[opaque.id] = dtype_name(value);
   return opaque;
 }
 
@@ -244,15 +244,6 @@ bool Session::matches(nb::handle root) const {
 void Session::snapshot(nb::handle root) {
   fingerprints_.clear();
   for_each_fx_node(root, [&](nb::handle py) { fingerprints_.push_back(fingerprint(py)); });
-}
-
-std::string Session::dtype_name(nb::handle dtype) {
-  auto it = dtype_names_.find(dtype.ptr());
-  if (it != dtype_names_.end()) return it->second;
-  std::string name = nb::cast<std::string>(nb::str(dtype));
-  if (name.starts_with("torch.")) name = name.substr(6);
-  dtype_names_.emplace(dtype.ptr(), name);
-  return name;
 }
 
 // Export's fake tensor in meta["val"] (with its device, for strided tensors only, so equal

@@ -127,7 +127,6 @@ class Session {
   bool same(const Fingerprint& a, const Fingerprint& b) const;
   // The recorded dtype, sizes and device of `node`'s value, if fx recorded them.
   void read_value_info(Node* node, const Fingerprint& print);
-  std::string dtype_name(nb::handle dtype);
 
   Arg to_arg(nb::handle value);
   Arg sequence_to_arg(nb::handle value, bool is_list);
@@ -156,7 +155,6 @@ class Session {
   nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id
   std::unordered_map<PyObject*, Symbol> symbols_;  // call_function target -> symbol
   std::unordered_map<Symbol, nb::object> callables_;
-  std::unordered_map<PyObject*, std::string> dtype_names_;  // keys: torch's dtype singletons
   std::vector<Fingerprint> fingerprints_;
   ModuleFingerprint modules_;
   std::unordered_map<PyObject*, std::pair<nb::object, Symbol>> module_types_;  // keeps the class

@@ -11,15 +11,6 @@ namespace fxopt::bindings {
 TensorTable::TensorTable(nb::handle tensor_type, nb::handle parameter_type)
     : tensor_type_(nb::borrow(tensor_type)), parameter_type_(nb::borrow(parameter_type)) {}
 
-const std::string& TensorTable::dtype_name(nb::handle dtype) {
-  auto it = dtype_names_.find(dtype.ptr());
-  if (it != dtype_names_.end()) return it->second;
-  std::string name = nb::cast<std::string>(nb::str(dtype));
-  if (name.starts_with("torch.")) name.erase(0, 6);
-  Py_INCREF(dtype.ptr());  // dtypes are singletons; the key must stay valid
-  return dtype_names_.emplace(dtype.ptr(), std::move(name)).first->second;
-}
-
 std::string TensorTable::device_name(nb::handle device) {
   nb::object known = lookup(device_names_, device);
   if (known.is_valid()) return nb::cast<std::string>(known);

@@ -36,14 +36,12 @@ class TensorTable {
   size_t size() const { return tensors_.size(); }
 
  private:
-  const std::string& dtype_name(nb::handle dtype);
   std::string device_name(nb::handle device);
 
   nb::object tensor_type_, parameter_type_;
   std::unordered_map<uint64_t, nb::object> tensors_;
   std::unordered_map<PyObject*, uint64_t> handles_;  // the tensors in tensors_ keep keys alive
   uint64_t next_ = 1;
-  std::unordered_map<PyObject*, std::string> dtype_names_;  // keys: torch's dtype singletons
   nb::dict device_names_;  // torch.device is a value: equal devices, one entry
 };
 

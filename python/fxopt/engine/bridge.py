@@ -176,10 +176,9 @@ class Bridge:
         if self._complete:
             return
         self._complete = True
-        self._import_modules(
-            [(path, module) for path, module in self.gm.named_modules() if path and path not in self._imported_modules]
-        )
-        for path, module in self.gm.named_modules():
+        modules = list(self.gm.named_modules())
+        self._import_modules([(path, m) for path, m in modules if path and path not in self._imported_modules])
+        for path, module in modules:
             prefix = f"{path}." if path else ""
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
                 if tensor is not None and prefix + name not in self._imported_attributes:
