@@ -7,14 +7,14 @@
 #include <nanobind/stl/unordered_set.h>
 #include <nanobind/stl/vector.h>
 
-#include "bindings/edit.h"
 #include "bindings/fx_lint.h"
+#include "bindings/replay.h"
 #include "bindings/session.h"
 #include "passes/registry.h"
 
 namespace nb = nanobind;
 using namespace fxopt;
-using fxopt::bindings::EditView;
+using fxopt::bindings::Replay;
 using fxopt::bindings::Session;
 using fxopt::bindings::TensorTable;
 
@@ -38,8 +38,7 @@ PyType_Slot session_slots[] = {
 
 NB_MODULE(_core, m) {
   m.doc() = "fxopt's C++ engine";
-  // fxopt's Python modules keep bound objects in globals (the pass registry, the replay table
-  // keyed by EditKind) that Python frees after nanobind's leak check at exit, so the check
+  // fxopt's Python modules keep bound objects in globals (the pass registry) that Python frees after nanobind's leak check at exit, so the check
   // would report them every run.
   nb::set_leak_warnings(false);
 
@@ -71,8 +70,6 @@ NB_MODULE(_core, m) {
   nb::class_<PassResult>(m, "PassResult")
       .def_ro("changed", &PassResult::changed)
       .def_ro("skipped", &PassResult::skipped);
-
-  EditView::bind(m);
 
   nb::class_<TensorTable>(m, "TensorTable",
                           "The tensors a session refers to by handle (bindings/tensor_table.h).")
@@ -112,7 +109,6 @@ NB_MODULE(_core, m) {
       .def("effective_edits", &Session::effective_edits)
       .def("write_meta", &Session::write_meta, nb::arg("indices"))
       .def("applied_marks", &Session::applied_marks)
-      .def("edit", &Session::edit, nb::arg("index"), nb::keep_alive<0, 1>())
       .def("clear_edits", &Session::clear_edits)
       .def("bind", &Session::bind, nb::arg("id"), nb::arg("fx_node"))
       .def("py_node", &Session::py_node, nb::arg("id"),
@@ -125,6 +121,22 @@ NB_MODULE(_core, m) {
            nb::arg("opaque_source"), nb::arg("call_target"), nb::arg("type_source"),
            nb::arg("prologue"))
       .def("__len__", &Session::size);
+
+  nb::class_<Replay>(m, "Replay",
+                     "A session's structural edits applied to its GraphModule (bindings/replay.h).")
+      .def(
+          nb::init<Session&, nb::handle, TensorTable&, nb::handle, nb::handle, bool>(),
+          nb::arg("session"), nb::arg("graph_module"), nb::arg("tensors"), nb::arg("module_type"),
+          nb::arg("registration_hooks"), nb::arg("direct_inputs"), nb::keep_alive<1, 2>(),
+          nb::keep_alive<1, 4>(),
+          nb::sig("def __init__(self, session: Session, graph_module: torch.fx.GraphModule, "
+                  "tensors: TensorTable, module_type: type[torch.nn.Module], "
+                  "registration_hooks: dict[typing.Any, typing.Any], direct_inputs: bool) -> None"))
+      .def("apply", &Replay::apply, nb::arg("indices"))
+      .def("check_erasable", &Replay::check_erasable)
+      .def("erase", &Replay::erase)
+      .def("undo", &Replay::undo)
+      .def_prop_ro("renamed", &Replay::renamed);
 
   nb::class_<PassInfo>(m, "PassInfo", "A built-in pass as registered in passes/registry.cc.")
       .def_ro("name", &PassInfo::name)

@@ -1,9 +1,8 @@
 // Session::effective_edits, write_meta and applied_marks: the node metadata side of a sync.
 //
 // Metadata edits are most of a sync's edits (every changed node gets its mark and its reversal
-// record), and each is one dict write; replayed one EditView at a time in Python they cost more
-// than the structural edits around them. So they are written here, after the structural ones
-// succeeded, in a way that cannot fail half-way.
+// record), and each is one dict write; so they are written in one call, after the structural ones
+// succeeded, in a way that cannot fail half-way: nothing written needs undoing.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>

@@ -1,5 +1,5 @@
 // One bridge session: a GraphModule imported into a core Program, the passes run on it, and the
-// edit log handed back to Python edit by edit (`EditView`).
+// edit log written back onto the GraphModule (`Replay` for structure, `write_meta` for metadata).
 //
 // The session owns everything that ties core values to Python objects: fx nodes by node id,
 // opaque argument values, and target callables by symbol. The core itself never sees them.
@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "bindings/edit.h"
 #include "bindings/module_fingerprint.h"
 #include "bindings/tensor_table.h"
 #include "ir/program.h"
@@ -69,8 +68,8 @@ class Session {
                  bool reverse, nb::object tensor_ops);
 
   size_t edit_count() const { return log_.size(); }
-  // Indices of the edits a replay applies (`fxopt::effective_edits`), split into those Python
-  // replays one `edit` at a time and the metadata edits `write_meta` writes (node_meta.cc).
+  // Indices of the edits a replay applies (`fxopt::effective_edits`), split into the structural
+  // ones `Replay` applies (replay.h) and the metadata edits `write_meta` writes (node_meta.cc).
   std::pair<std::vector<size_t>, std::vector<size_t>> effective_edits() const;
   // Writes the SetMeta / EraseMeta edits at `indices` into their fx nodes' meta dicts, after
   // the structural edits bound every node they name. Every value is converted before the first
@@ -78,8 +77,6 @@ class Session {
   void write_meta(const std::vector<size_t>& indices);
   // The transformations whose marks the fx graph carried at the last `snapshot`, sorted.
   std::vector<std::string> applied_marks() const;
-  // The edit at `index`; its node references must be bound before its fields are read.
-  EditView edit(size_t index) { return EditView(*this, index); }
   void clear_edits() { log_.clear(); }
   void bind(uint64_t id, nb::handle fx_node);
   nb::object py_node(uint64_t id) const;
@@ -114,7 +111,7 @@ class Session {
   void clear_references();
 
  private:
-  friend class EditView;
+  friend class Replay;
 
   // What `matches` compares, per fx node in graph order (identity only; holding the objects
   // keeps their addresses from being reused).

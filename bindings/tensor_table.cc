@@ -19,9 +19,25 @@ std::string TensorTable::device_name(nb::handle device) {
   return nb::cast<std::string>(name);
 }
 
+bool TensorTable::is_parameter(nb::handle tensor) const {
+  // Parameter's isinstance goes through a Python metaclass hook: only for other subclasses.
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()));
+  if (type == parameter_type_.ptr()) return true;
+  if (type == tensor_type_.ptr()) return false;
+  int is_parameter = PyObject_IsInstance(tensor.ptr(), parameter_type_.ptr());
+  if (is_parameter < 0) throw nb::python_error();
+  return is_parameter == 1;
+}
+
+bool TensorTable::requires_grad(nb::handle tensor) {
+  static const nb::handle key = interned("requires_grad");
+  int value = PyObject_IsTrue(get(tensor, key).ptr());
+  if (value < 0) throw nb::python_error();
+  return value == 1;
+}
+
 TensorInfo TensorTable::add(nb::handle tensor) {
   const NodeKeys& keys = node_keys();  // a tensor's shape, dtype and device have fx's key names
-  static const nb::handle requires_grad = interned("requires_grad");
   TensorInfo info;
   nb::object shape = get(tensor, keys.shape);
   if (!PyTuple_Check(shape.ptr())) throw nb::type_error("a tensor's shape is not a torch.Size");
@@ -29,16 +45,8 @@ TensorInfo TensorTable::add(nb::handle tensor) {
     info.shape.push_back(nb::cast<int64_t>(size));
   info.dtype = dtype_name(get(tensor, keys.dtype));
   info.device = device_name(get(tensor, keys.device));
-  info.requires_grad = PyObject_IsTrue(get(tensor, requires_grad).ptr()) == 1;
-  // Parameter's isinstance goes through a Python metaclass hook: only for other subclasses.
-  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()));
-  if (type == parameter_type_.ptr()) {
-    info.is_parameter = true;
-  } else if (type != tensor_type_.ptr()) {
-    int is_parameter = PyObject_IsInstance(tensor.ptr(), parameter_type_.ptr());
-    if (is_parameter < 0) throw nb::python_error();
-    info.is_parameter = is_parameter == 1;
-  }
+  info.requires_grad = requires_grad(tensor);
+  info.is_parameter = is_parameter(tensor);
   auto [it, added] = handles_.try_emplace(tensor.ptr(), next_);
   if (added) tensors_.emplace(next_++, nb::borrow(tensor));
   info.handle = it->second;
@@ -50,6 +58,15 @@ nb::object TensorTable::tensor(uint64_t handle) const {
   if (it == tensors_.end())
     throw nb::key_error(("no tensor with handle " + std::to_string(handle)).c_str());
   return it->second;
+}
+
+nb::object TensorTable::stored(const TensorInfo& info) {
+  nb::object tensor = this->tensor(info.handle);
+  if (!info.is_parameter || (is_parameter(tensor) && requires_grad(tensor) == info.requires_grad))
+    return tensor;
+  nb::object parameter = parameter_type_(tensor, info.requires_grad);
+  rebind(info.handle, parameter);
+  return parameter;
 }
 
 void TensorTable::rebind(uint64_t handle, nb::handle tensor) {

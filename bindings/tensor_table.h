@@ -28,6 +28,10 @@ class TensorTable {
   // tensor stored at several paths (tied weights) has one handle.
   TensorInfo add(nb::handle tensor);
   nb::object tensor(uint64_t handle) const;
+  // What a module stores for `info`: its tensor, or for a parameter a Parameter with the
+  // recorded requires_grad, made once per handle (the handle names it from then on), so a
+  // tensor the core stores at several paths (tied weights) stays one object.
+  nb::object stored(const TensorInfo& info);
   // Makes `handle` name `tensor` (what a module stores for it) from now on.
   void rebind(uint64_t handle, nb::handle tensor);
   // Forgets every tensor but those in `live` (what the GraphModule still holds), so a session
@@ -37,6 +41,8 @@ class TensorTable {
 
  private:
   std::string device_name(nb::handle device);
+  bool is_parameter(nb::handle tensor) const;
+  static bool requires_grad(nb::handle tensor);
 
   nb::object tensor_type_, parameter_type_;
   std::unordered_map<uint64_t, nb::object> tensors_;

@@ -1,7 +1,6 @@
 """fxopt's C++ engine"""
 
-from collections.abc import Callable, Iterable, Sequence, Set
-import enum
+from collections.abc import Iterable, Sequence, Set
 from typing import Any, overload
 
 import torch
@@ -72,100 +71,6 @@ class PassResult:
     @property
     def skipped(self) -> list[Skip]: ...
 
-class EditKind(enum.Enum):
-    """What an edit does; the fields it uses follow each name."""
-
-    CreateNode = 0
-    """node, anchor, op, target, name, args, kwargs"""
-
-    SetInputs = 1
-    """node, args, kwargs"""
-
-    SetTarget = 2
-    """node, op, target"""
-
-    SetMeta = 3
-    """node, key, value"""
-
-    EraseMeta = 4
-    """node, key"""
-
-    EraseNode = 5
-    """node"""
-
-    MoveNode = 6
-    """node, anchor"""
-
-    SetModule = 7
-    """path, like, module_type, attributes, tensors"""
-
-    RemoveModule = 8
-    """path"""
-
-    SetAttribute = 9
-    """path, tensor"""
-
-    RemoveAttribute = 10
-    """path"""
-
-class Edit:
-    """One edit of the log; its fields are read as Python values."""
-
-    @property
-    def kind(self) -> EditKind: ...
-
-    @property
-    def node(self) -> int:
-        """the edited node's id"""
-
-    @property
-    def anchor(self) -> int:
-        """id of the node a created or moved node goes before"""
-
-    @property
-    def op(self) -> str: ...
-
-    @property
-    def target(self, /) -> Callable[..., Any] | str: ...
-
-    @property
-    def name(self) -> str:
-        """a created node's name"""
-
-    @property
-    def args(self, /) -> tuple[Any, ...]: ...
-
-    @property
-    def kwargs(self, /) -> dict[str, Any]: ...
-
-    @property
-    def key(self) -> str:
-        """a metadata key"""
-
-    @property
-    def value(self, /) -> Any: ...
-
-    @property
-    def path(self) -> str:
-        """a module or tensor path"""
-
-    @property
-    def like(self) -> str:
-        """path of the module a SetModule copies"""
-
-    @property
-    def module_type(self) -> str:
-        """qualified class name of a SetModule's module"""
-
-    @property
-    def attributes(self, /) -> dict[str, Any]: ...
-
-    @property
-    def tensors(self, /) -> dict[str, TensorInfo | None]: ...
-
-    @property
-    def tensor(self, /) -> TensorInfo | None: ...
-
 class TensorTable:
     """The tensors a session refers to by handle (bindings/tensor_table.h)."""
 
@@ -214,8 +119,6 @@ class Session:
 
     def applied_marks(self) -> list[str]: ...
 
-    def edit(self, index: int) -> Edit: ...
-
     def clear_edits(self) -> None: ...
 
     def bind(self, id: int, fx_node: object) -> None: ...
@@ -231,6 +134,24 @@ class Session:
     def python_source(self, root: object, illegal_names: Sequence[str], custom_builtins: Sequence[str], output_prefix: str, output_suffix: str, opaque_source: object, call_target: object, type_source: object, prologue: object) -> tuple[str, list, list[str], dict, int] | None: ...
 
     def __len__(self) -> int: ...
+
+class Replay:
+    """
+    A session's structural edits applied to its GraphModule (bindings/replay.h).
+    """
+
+    def __init__(self, session: Session, graph_module: torch.fx.GraphModule, tensors: TensorTable, module_type: type[torch.nn.Module], registration_hooks: dict[Any, Any], direct_inputs: bool) -> None: ...
+
+    def apply(self, indices: Sequence[int]) -> None: ...
+
+    def check_erasable(self) -> None: ...
+
+    def erase(self) -> None: ...
+
+    def undo(self) -> None: ...
+
+    @property
+    def renamed(self) -> bool: ...
 
 class PassInfo:
     """A built-in pass as registered in passes/registry.cc."""

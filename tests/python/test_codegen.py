@@ -22,7 +22,7 @@ import torch.fx
 from torch import nn
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
-from fxopt.engine import bridge, codegen
+from fxopt.engine import bridge, checked_torch, codegen
 from fxopt.optimization import ChangeTrueDivToMulByInverse, MergeLinears, compose
 
 from model_coverage import codegen_difference
@@ -225,7 +225,7 @@ def test_declines_on_fx_debug_output(monkeypatch: pytest.MonkeyPatch, variable: 
 
 def test_declines_on_other_torch_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     gm = attached(torch.fx.symbolic_trace(Everything()))
-    monkeypatch.setattr(codegen, "TESTED_TORCH", ("0.1",))
+    monkeypatch.setattr(checked_torch, "TESTED_TORCH", ("0.1",))
     assert codegen.python_code(gm) is None
 
 

@@ -224,23 +224,20 @@ def test_failure_while_syncing_leaves_the_graph_module_untouched(
     gm = _gm()
     code = gm.code
     metas = [dict(n.meta) for n in gm.graph.nodes]
-    calls = {"n": 0}
-    kinds = (fxopt._core.EditKind.SetTarget, fxopt._core.EditKind.SetInputs)
 
-    def failing_second_edit(original):  # type: ignore[no-untyped-def]
-        def replay(self, *args):  # type: ignore[no-untyped-def]
-            calls["n"] += 1
-            if calls["n"] == 2:  # the first edit was applied: it must be undone
-                raise RuntimeError("injected failure")
-            return original(self, *args)
-        return replay
+    targets_when_failing = []
 
-    for kind in kinds:
-        original = fxopt.engine.bridge._REPLAY[kind]
-        monkeypatch.setitem(fxopt.engine.bridge._REPLAY, kind, failing_second_edit(original))
+    def failing(self, *args):  # type: ignore[no-untyped-def]
+        # fx's args setter calls it; the division's new target is set by then and must be undone
+        targets_when_failing.append(self.target)
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(torch.fx.Node, "_update_args_kwargs", failing, raising=False)
     t = ChangeTrueDivToMulByInverse()
     with pytest.raises(RuntimeError, match="injected failure"):
         t(gm)
+    monkeypatch.undo()
+    assert targets_when_failing == [operator.mul]
     gm.recompile()
     assert gm.code == code
     assert [dict(n.meta) for n in gm.graph.nodes] == metas

@@ -30,6 +30,7 @@ import torch.fx
 from torch.fx.node import _get_qualified_name
 
 from .. import _core
+from . import checked_torch
 from .tensor_ops import TorchTensorOps
 
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
@@ -90,11 +91,6 @@ def resolve_target(name: str) -> Callable[..., Any]:
         return getattr(operator, attr)
     module = importlib.import_module(module_name)
     return getattr(module, attr)
-
-
-def type_name(obj: Any) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 @dataclass
@@ -223,10 +219,9 @@ class Bridge:
             return False
         # Edits a later one overwrites are skipped: each node is written once per change.
         structural, meta = self.session.effective_edits()
-        replay = _Replay(self.gm, self.session, self.tensors)
+        replay = _replay(self.gm, self.session, self.tensors)
         try:
-            for index in structural:
-                replay.apply(self.session.edit(index=index))
+            replay.apply(indices=structural)
             replay.check_erasable()
             # Natively, all or nothing (every value is converted before the first write); last,
             # so no later failure needs it undone.
@@ -331,203 +326,11 @@ def _child(obj: Any, name: str) -> Any:
     return getattr(obj, name, _REQUIRED)
 
 
-class _Replay:
-    """Applies core edits to a GraphModule, remembering how to undo each one."""
-
-    def __init__(self, gm: torch.fx.GraphModule, session: _core.Session, tensors: TorchTensorOps) -> None:
-        self.gm = gm
-        self.graph = gm.graph
-        self.session = session
-        self.tensors = tensors
-        self.undo_steps: list[Callable[[], None]] = []
-        self.to_erase: list[torch.fx.Node] = []
-        # fx gave a created node another name than the core did: the session cannot be reused.
-        self.renamed = False
-
-    def apply(self, edit: _core.Edit) -> None:
-        _REPLAY[edit.kind](self, edit)
-
-    def _create(self, edit: _core.Edit) -> None:
-        with self.graph.inserting_before(self.session.py_node(id=edit.anchor)):
-            node = self.graph.create_node(edit.op, edit.target, name=edit.name)
-        # Set afterwards: create_node scans its arguments for raw symbolic values with torch's
-        # generic pytree walk, which cost more than the rest of creating the node; the core's
-        # arguments are graph values and constants it read from fx nodes.
-        _set_inputs(node, edit.args, edit.kwargs)
-        self.renamed |= node.name != edit.name
-        self.session.bind(id=edit.node, fx_node=node)
-        self.undo_steps.append(lambda: self.graph.erase_node(node))
-
-    def _set_inputs(self, edit: _core.Edit) -> None:
-        node = self.session.py_node(id=edit.node)
-        old_args, old_kwargs = node.args, node.kwargs
-        _set_inputs(node, edit.args, edit.kwargs)
-        self.undo_steps.append(lambda: _set_inputs(node, old_args, old_kwargs))
-
-    def _set_target(self, edit: _core.Edit) -> None:
-        node = self.session.py_node(id=edit.node)
-        old = node.op, node.target
-        _set_op(node, edit.op, edit.target)
-        self.undo_steps.append(lambda: _set_op(node, *old))
-
-    def _erase(self, edit: _core.Edit) -> None:
-        # Deferred: an erased fx node cannot be revived, so erasing happens once nothing can fail.
-        self.to_erase.append(self.session.py_node(id=edit.node))
-
-    def _move(self, edit: _core.Edit) -> None:
-        node = self.session.py_node(id=edit.node)
-        old_next = node.next  # fx's root sentinel when it is last: prepend works on it too
-        self.session.py_node(id=edit.anchor).prepend(node)
-        self.undo_steps.append(lambda: old_next.prepend(node))
-
-    def _set_module(self, edit: _core.Edit) -> None:
-        module = _copy_module(_lookup(self.gm, edit.like), edit.module_type)
-        # Plain values only (the core has no others): straight into the instance dict, as
-        # nn.Module.__setattr__ would put them, without its checks of every table.
-        for name, value in edit.attributes.items():
-            module.__dict__[name] = tuple(value) if isinstance(value, list) else value
-        for name, info in edit.tensors.items():
-            self._store(module, name, info)
-        self._edit_slot(edit.path, lambda parent, name: _put_module(parent, name, module))
-
-    def _remove_slot(self, edit: _core.Edit) -> None:
-        self._edit_slot(edit.path, delattr)
-
-    def _set_attribute(self, edit: _core.Edit) -> None:
-        info = edit.tensor
-        self._edit_slot(edit.path, lambda parent, name: self._store(parent, name, info))
-
-    def _store(self, module: torch.nn.Module, name: str, info: _core.TensorInfo | None) -> None:
-        """Registers the tensor `info` names on `module`. A parameter is stored as a Parameter,
-        made once per tensor handle: the handle then names that Parameter (what the session
-        keeps), so a tensor the core stores at several paths (tied weights) stays one object."""
-        tensor = None if info is None else self.tensors.tensor(info)
-        if info is not None and tensor is not None and info.is_parameter:
-            if not (isinstance(tensor, torch.nn.Parameter) and tensor.requires_grad == info.requires_grad):
-                tensor = torch.nn.Parameter(tensor, info.requires_grad)
-                self.tensors.rebind(info, tensor)
-        _set_tensor(module, name, info, tensor)
-
-    def _edit_slot(self, path: str, edit: Callable[[torch.nn.Module, str], None]) -> None:
-        parent_path, _, name = path.rpartition(".")
-        parent = _lookup(self.gm, parent_path)
-        self.undo_steps.append(_slot_restorer(parent, name))
-        edit(parent, name)
-
-    def check_erasable(self) -> None:
-        """Raises unless every node to erase is read only by others to erase."""
-        doomed = set(self.to_erase)
-        for node in self.to_erase:
-            outside = [u for u in node.users if u not in doomed]
-            if outside:
-                raise RuntimeError(f"cannot erase node '{node.name}': still used by {outside[0].name}")
-
-    def erase(self) -> None:
-        """Erases the nodes the log erased (after :meth:`check_erasable`); the replay is final
-        from here on."""
-        # Log order: the core erased each node once nothing read it, so fx can too.
-        for node in self.to_erase:
-            self.graph.erase_node(node)
-        # fx never frees a name; freeing those of erased nodes lets a later reverse give a
-        # recreated node its original name back.
-        used_names = getattr(getattr(self.graph, "_graph_namespace", None), "_used_names", None)
-        if used_names is not None:
-            used_names.difference_update(node.name for node in self.to_erase)
-        self.undo_steps.clear()
-
-    def undo(self) -> None:
-        for step in reversed(self.undo_steps):
-            step()
-        self.undo_steps.clear()
-
-
-# How each structural kind of edit is applied (the engine writes metadata edits itself:
-# `Session.write_meta`); a new Edit kind fails the test that every kind has an entry.
-_REPLAY: dict[_core.EditKind, Callable[[_Replay, _core.Edit], None]] = {
-    _core.EditKind.CreateNode: _Replay._create,
-    _core.EditKind.SetInputs: _Replay._set_inputs,
-    _core.EditKind.SetTarget: _Replay._set_target,
-    _core.EditKind.EraseNode: _Replay._erase,
-    _core.EditKind.MoveNode: _Replay._move,
-    _core.EditKind.SetModule: _Replay._set_module,
-    _core.EditKind.RemoveModule: _Replay._remove_slot,
-    _core.EditKind.SetAttribute: _Replay._set_attribute,
-    _core.EditKind.RemoveAttribute: _Replay._remove_slot,
-}
-
-
-def _set_inputs(node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    node.args, node.kwargs = args, kwargs
-
-
-def _set_op(node: torch.fx.Node, op: str, target: Any) -> None:
-    # Each assignment re-files the node in fx's (op, target) lookup table: skip unchanged ones.
-    if node.op != op:
-        node.op = op
-    if node.target is not target:
-        node.target = target
-
-
-def _put_module(parent: torch.nn.Module, name: str, module: torch.nn.Module) -> None:
-    """setattr(parent, name, module), straight into the submodule table where that is all
-    nn.Module.__setattr__ would do: no other table holds the name (it would remove it from
-    there, or refuse a parameter's name) and no global registration hook wants to see it."""
-    state = parent.__dict__
-    if (
-        name in state
-        or name in state["_parameters"]
-        or name in state["_buffers"]
-        or getattr(torch.nn.modules.module, "_global_module_registration_hooks", None)
-    ):
-        setattr(parent, name, module)
-    else:
-        state["_modules"][name] = module
-
-
-def _slot_restorer(module: torch.nn.Module, name: str) -> Callable[[], None]:
-    """Undo for any edit of `module.name`: puts back whichever table held it."""
-    tables: tuple[dict[str, Any], ...] = (
-        module._parameters, module._buffers, module._modules, module.__dict__
-    )
-    saved = [(table, name in table, table.get(name)) for table in tables]
-
-    def restore() -> None:
-        for table, present, value in saved:
-            if present:
-                table[name] = value
-            else:
-                table.pop(name, None)
-
-    return restore
-
-
-def _copy_module(template: torch.nn.Module, type_: str) -> torch.nn.Module:
-    """A shallow copy with its own tables (copy-on-write).
-
-    Tensors stay shared until replaced; every dict in the instance (parameters, buffers,
-    submodules, hooks) is copied, so registering on the copy never reaches the template.
-    """
-    if type_name(template) != type_:
-        raise TypeError(f"cannot derive a {type_} from a {type_name(template)}")
-    module = template.__class__.__new__(template.__class__)
-    module.__dict__ = {
-        key: _fresh_dict(value) if isinstance(value, dict) else value
-        for key, value in template.__dict__.items()
-    }
-    return module
-
-
-def _fresh_dict(table: dict) -> dict:
-    # Most hook tables are empty; a new empty one is much cheaper than OrderedDict.copy().
-    return table.copy() if table else type(table)()
-
-
-def _set_tensor(module: torch.nn.Module, name: str, info: Any, tensor: torch.Tensor | None) -> None:
-    """Registers `tensor` (a Parameter where `info` says parameter) as a parameter or buffer of
-    `module`."""
-    for table in (module._parameters, module._buffers, module.__dict__):
-        table.pop(name, None)
-    if info is None or info.is_parameter:
-        module._parameters[name] = tensor  # type: ignore[assignment]
-    else:
-        module._buffers[name] = tensor
+def _replay(gm: torch.fx.GraphModule, session: _core.Session, tensors: TorchTensorOps) -> _core.Replay:
+    """The native replay of `session`'s structural edits onto `gm` (bindings/replay.h)."""
+    hooks = getattr(torch.nn.modules.module, "_global_module_registration_hooks", None)
+    return _core.Replay(
+        session=session, graph_module=gm, tensors=tensors.table, module_type=torch.nn.Module,
+        registration_hooks=hooks if isinstance(hooks, dict) else {},
+        direct_inputs=checked_torch.internals_checked(),
+    )  # fmt: skip

@@ -33,10 +33,9 @@ from torch.fx.graph import (
 )
 from torch.fx.node import _get_qualified_name, _type_repr
 
+from . import checked_torch
 from .bridge import _ATTACHED, Bridge
 
-# torch versions (major.minor) whose generator the engine was checked against, byte for byte.
-TESTED_TORCH = ("2.13",)
 # Environment variables that change what torch's generator prints.
 _FX_ENVIRONMENT = ("FX_GRAPH_SHOW_META", "FX_GRAPH_SHOW_STRIDE", "FX_GRAPH_SHOW_DEVICE")
 # Opaque values fx prints with repr(): the types checked against fx's own output.
@@ -139,7 +138,7 @@ def _supported(gm: torch.fx.GraphModule) -> bool:
     graph = gm.graph
     codegen = graph._codegen
     return (
-        ".".join(torch.__version__.split(".")[:2]) in TESTED_TORCH
+        checked_torch.internals_checked()
         and type(graph) is torch.fx.Graph
         and type(codegen) in (CodeGen, _PyTreeCodeGen)
         and codegen._body_transformer is None

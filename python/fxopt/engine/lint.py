@@ -13,13 +13,13 @@ import torch
 import torch.fx
 
 from .. import _core
-from .codegen import TESTED_TORCH
+from . import checked_torch
 
 
 def lint(graph: torch.fx.Graph) -> None:
     """``graph.lint()``: raises what it raises, costs a fraction where the graph is clean."""
     native = (
-        ".".join(torch.__version__.split(".")[:2]) in TESTED_TORCH
+        checked_torch.internals_checked()
         and type(graph) is torch.fx.Graph
         and _core.fx_graph_lints_clean(graph=graph, module_type=torch.nn.Module)
     )

@@ -33,10 +33,6 @@ class TorchTensorOps:
     def tensor(self, info: _core.TensorInfo) -> torch.Tensor:
         return self.table.tensor(info.handle)
 
-    def rebind(self, info: _core.TensorInfo, tensor: torch.Tensor) -> None:
-        """Makes `info`'s handle name `tensor` (what a module stores for it) from now on."""
-        self.table.rebind(info.handle, tensor)
-
     def retain(self, live: Iterable[object]) -> None:
         """Forgets every tensor but those in `live` (what the GraphModule still holds), so a
         session kept between transformations does not keep the weights a pass replaced alive."""
