@@ -1,11 +1,14 @@
-// Session::import_modules: the modules a graph calls, read natively. A large graph calls tens of
-// thousands of modules; reading each one's attributes and tensors in Python cost more than
-// importing its nodes.
+// Session::import_modules: the module tree, read natively in one walk. A large graph calls tens
+// of thousands of modules; reading each one's attributes and tensors in Python cost more than
+// importing its nodes, and listing every path taken cost as much again.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unordered_set.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings/fx_nodes.h"
+#include "bindings/module_tree.h"
 #include "bindings/session.h"
 #include "bindings/tensor_table.h"
 
@@ -23,14 +26,6 @@ bool plain(PyObject* value) {
          PyUnicode_Check(value);
 }
 
-// `state[key]` as a dict: nn.Module's parameter and buffer tables.
-nb::dict module_table(nb::handle state, nb::handle key) {
-  nb::object table = lookup(state, key);
-  if (!table.is_valid() || !PyDict_Check(table.ptr()))
-    throw nb::type_error("a module's __dict__ lacks nn.Module's tables");
-  return nb::borrow<nb::dict>(table);
-}
-
 }  // namespace
 
 Symbol Session::module_type_name(nb::handle module) {
@@ -44,30 +39,38 @@ Symbol Session::module_type_name(nb::handle module) {
   return name;
 }
 
-void Session::import_modules(nb::handle modules, const std::vector<std::string>& attributes,
-                             TensorTable& tensors) {
+void Session::import_modules(nb::handle root,
+                             const std::optional<std::unordered_set<std::string>>& paths,
+                             const std::vector<std::string>& attributes, TensorTable& tensors) {
   std::vector<nb::object> names;
   for (const std::string& name : attributes)
     names.push_back(nb::steal(PyUnicode_InternFromString(name.c_str())));
-  static const nb::handle dict_key = interned("__dict__"), parameters = interned("_parameters"),
-                          buffers = interned("_buffers");
-  for (nb::handle entry : modules) {
-    auto [path, module] = nb::cast<std::pair<std::string, nb::object>>(entry);
-    nb::object state = get(module, dict_key);
-    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
-    ModuleInfo info{module_type_name(module), {}, {}};
-    for (size_t i = 0; i < names.size(); ++i) {
-      nb::object value = lookup(state, names[i]);
-      if (value.is_valid() && !value.is_none() && plain(value.ptr()))
-        info.attributes.items.emplace_back(attributes[i], to_arg(value));
-    }
-    for (nb::handle table : {parameters, buffers}) {
-      for (auto [name, tensor] : module_table(state, table))
-        info.tensors[nb::cast<std::string>(name)] =
-            tensor.is_none() ? TensorInfo{} : tensors.add(tensor);
-    }
-    program_.modules[path] = std::move(info);
-  }
+  const ModuleKeys& keys = module_keys();
+  for_each_module(
+      root, [&](const std::string& path, PyObject*, nb::handle module, nb::handle state) {
+        program_.taken_paths.insert(path);
+        if (!state.is_valid()) return;  // an alias of a module walked already
+        std::string prefix = path.empty() ? path : path + ".";
+        for (nb::handle table : {keys.parameters, keys.buffers}) {
+          for (auto [name, tensor] : nb::borrow<nb::dict>(module_table(state.ptr(), table)))
+            program_.taken_paths.insert(prefix + nb::cast<std::string>(name));
+        }
+        if (path.empty() || imported_modules_.contains(path) || (paths && !paths->contains(path)))
+          return;
+        ModuleInfo info{module_type_name(module), {}, {}};
+        for (size_t i = 0; i < names.size(); ++i) {
+          nb::object value = lookup(state, names[i]);
+          if (value.is_valid() && !value.is_none() && plain(value.ptr()))
+            info.attributes.items.emplace_back(attributes[i], to_arg(value));
+        }
+        for (nb::handle table : {keys.parameters, keys.buffers}) {
+          for (auto [name, tensor] : nb::borrow<nb::dict>(module_table(state.ptr(), table)))
+            info.tensors[nb::cast<std::string>(name)] =
+                tensor.is_none() ? TensorInfo{} : tensors.add(tensor);
+        }
+        program_.modules[path] = std::move(info);
+        imported_modules_.insert(path);
+      });
 }
 
 }  // namespace fxopt::bindings

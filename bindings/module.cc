@@ -91,17 +91,16 @@ NB_MODULE(_core, m) {
       .def("import_graph", &Session::import_graph, nb::arg("root"))
       .def("matches", &Session::matches, nb::arg("root"))
       .def("snapshot", &Session::snapshot, nb::arg("root"))
-      .def("snapshot_modules", &Session::snapshot_modules, nb::arg("root"), nb::arg("imported"),
-           nb::arg("attributes"), nb::arg("paths"), nb::arg("module_type"))
+      .def("snapshot_modules", &Session::snapshot_modules, nb::arg("root"), nb::arg("attributes"),
+           nb::arg("paths"), nb::arg("module_type"))
       .def("modules_match", &Session::modules_match, nb::arg("root"))
       .def("module_tensors", &Session::module_tensors)
-      .def(
-          "import_modules", &Session::import_modules, nb::arg("modules"), nb::arg("attributes"),
-          nb::arg("tensors"),
-          nb::sig("def import_modules(self, modules: typing.Iterable[tuple[str, torch.nn.Module]], "
-                  "attributes: typing.Sequence[str], tensors: TensorTable) -> None"))
+      .def("import_modules", &Session::import_modules, nb::arg("root"), nb::arg("paths").none(),
+           nb::arg("attributes"), nb::arg("tensors"),
+           nb::sig("def import_modules(self, root: torch.nn.Module, paths: "
+                   "typing.Iterable[str] | None, attributes: typing.Sequence[str], tensors: "
+                   "TensorTable) -> None"))
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
-      .def("add_taken_paths", &Session::add_taken_paths, nb::arg("paths"))
       .def("reserve_names", &Session::reserve_names, nb::arg("names"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
            nb::arg("reverse"), nb::arg("tensor_ops"))

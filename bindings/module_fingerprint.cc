@@ -4,29 +4,11 @@
 #include <utility>
 
 #include "bindings/fx_nodes.h"
+#include "bindings/module_tree.h"
 
 namespace fxopt::bindings {
 
 namespace {
-
-struct ModuleKeys {
-  nb::handle dict, parameters, buffers, modules;
-};
-
-const ModuleKeys& module_keys() {
-  static const ModuleKeys keys = {interned("__dict__"), interned("_parameters"),
-                                  interned("_buffers"), interned("_modules")};
-  return keys;
-}
-
-// `state[key]`, which must be a dict (nn.Module's tables always are).
-PyObject* table(PyObject* state, nb::handle key) {
-  PyObject* value = PyDict_GetItemWithError(state, key.ptr());
-  if (!value && PyErr_Occurred()) throw nb::python_error();
-  if (!value || !PyDict_Check(value))
-    throw nb::type_error("a module's __dict__ lacks nn.Module's tables");
-  return value;
-}
 
 // hasattr(cls, name) for a name the class or its metaclass defines (no instance involved).
 bool class_has(PyTypeObject* cls, PyObject* name) {
@@ -38,7 +20,6 @@ struct Walk {
   const std::vector<nb::object>& attributes;
   std::vector<nb::object>& objects;
   std::vector<size_t>& tensors;  // positions of parameter and buffer values in `objects`
-  std::unordered_set<PyObject*> seen;
 
   void add(PyObject* object) { objects.push_back(nb::borrow(object ? object : Py_None)); }
 
@@ -52,33 +33,20 @@ struct Walk {
     }
   }
 
-  // named_modules(): depth first, each module once (the first path reaching it), None skipped.
-  void module(nb::handle module, const std::string& path) {
-    if (!seen.insert(module.ptr()).second) return;
+  // The key its parent files it under, the module, and, the first time it is reached, its
+  // tensors and the attributes read of it.
+  void operator()(const std::string& path, PyObject* key, nb::handle module, nb::handle state) {
+    if (key) add(key);
+    if (!state.is_valid()) return;
     const ModuleKeys& keys = module_keys();
-    nb::object state = get(module, keys.dict);
-    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
     add(module.ptr());
-    add_tensors(table(state.ptr(), keys.parameters));
-    add_tensors(table(state.ptr(), keys.buffers));
-    if (imported.contains(path)) {
-      for (const nb::object& name : attributes) {
-        PyObject* value = PyDict_GetItemWithError(state.ptr(), name.ptr());
-        if (!value && PyErr_Occurred()) throw nb::python_error();
-        add(value);
-      }
-    }
-    PyObject* children = table(state.ptr(), keys.modules);
-    Py_ssize_t position = 0;
-    PyObject *key, *child;
-    while (PyDict_Next(children, &position, &key, &child)) {
-      if (child == Py_None) continue;
-      add(key);
-      Py_ssize_t size = 0;
-      const char* text = PyUnicode_AsUTF8AndSize(key, &size);
-      if (!text) throw nb::python_error();
-      std::string name(text, size_t(size));
-      this->module(child, path.empty() ? name : path + "." + name);
+    add_tensors(module_table(state.ptr(), keys.parameters));
+    add_tensors(module_table(state.ptr(), keys.buffers));
+    if (!imported.contains(path)) return;
+    for (const nb::object& name : attributes) {
+      PyObject* value = PyDict_GetItemWithError(state.ptr(), name.ptr());
+      if (!value && PyErr_Occurred()) throw nb::python_error();
+      add(value);
     }
   }
 };
@@ -90,10 +58,10 @@ nb::object module_attribute(nb::handle object, nb::handle name, nb::handle modul
   if (is_module < 0) throw nb::python_error();
   if (is_module && !class_has(Py_TYPE(object.ptr()), name.ptr())) {
     const ModuleKeys& keys = module_keys();
-    nb::object state = get(object, keys.dict);
-    if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
-    for (PyObject* where : {state.ptr(), table(state.ptr(), keys.parameters),
-                            table(state.ptr(), keys.buffers), table(state.ptr(), keys.modules)}) {
+    nb::object state = module_state(object);
+    for (PyObject* where :
+         {state.ptr(), module_table(state.ptr(), keys.parameters),
+          module_table(state.ptr(), keys.buffers), module_table(state.ptr(), keys.modules)}) {
       if (nb::object value = lookup(where, name); value.is_valid()) return value;
     }
     return {};
@@ -109,7 +77,7 @@ std::vector<nb::object> ModuleFingerprint::walk(nb::handle root,
                                                 std::vector<size_t>& tensors) const {
   std::vector<nb::object> objects;
   objects.reserve(objects_.size());
-  Walk{imported_, attributes_, objects, tensors, {}}.module(root, "");
+  for_each_module(root, Walk{imported_, attributes_, objects, tensors});
   for (const std::vector<nb::object>& path : paths_) objects.push_back(find(root, path));
   return objects;
 }
@@ -123,10 +91,10 @@ nb::object ModuleFingerprint::find(nb::handle root, const std::vector<nb::object
   return object;
 }
 
-void ModuleFingerprint::take(nb::handle root, std::unordered_set<std::string> imported,
+void ModuleFingerprint::take(nb::handle root, const std::unordered_set<std::string>& imported,
                              std::vector<std::string> attributes,
                              const std::vector<std::string>& paths, nb::handle module_type) {
-  imported_ = std::move(imported);
+  imported_ = imported;
   attributes_.clear();
   for (const std::string& name : attributes)
     attributes_.push_back(nb::steal(PyUnicode_InternFromString(name.c_str())));

@@ -31,7 +31,7 @@ class ModuleFingerprint {
   // `imported`: paths of the modules whose attributes the session read; `attributes`: their
   // names (the same for every module); `paths`: dotted paths the graph reads (get_attr);
   // `module_type`: torch.nn.Module, whose instances' tables are read directly on those paths.
-  void take(nb::handle root, std::unordered_set<std::string> imported,
+  void take(nb::handle root, const std::unordered_set<std::string>& imported,
             std::vector<std::string> attributes, const std::vector<std::string>& paths,
             nb::handle module_type);
   // True if a walk of `root` now lists the same objects as the last `take`.

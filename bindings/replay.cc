@@ -6,13 +6,14 @@
 #include <unordered_set>
 
 #include "bindings/fx_nodes.h"
+#include "bindings/module_tree.h"
 
 namespace fxopt::bindings {
 namespace {
 
 struct ReplayKeys {
   nb::handle graph, create_node, inserting_before, exit, prepend, erase_node, update_inputs, users,
-      dict, parameters, buffers, modules, new_, copy, namespace_, used_names, difference_update;
+      new_, copy, namespace_, used_names, difference_update;
 };
 
 const ReplayKeys& keys() {
@@ -24,22 +25,12 @@ const ReplayKeys& keys() {
                                interned("erase_node"),
                                interned("_update_args_kwargs"),
                                interned("users"),
-                               interned("__dict__"),
-                               interned("_parameters"),
-                               interned("_buffers"),
-                               interned("_modules"),
                                interned("__new__"),
                                interned("copy"),
                                interned("_graph_namespace"),
                                interned("_used_names"),
                                interned("difference_update")};
   return k;
-}
-
-nb::object item(nb::handle dict, nb::handle key) {
-  nb::object value = lookup(dict, key);
-  if (!value.is_valid()) throw nb::key_error(nb::str(key).c_str());
-  return value;
 }
 
 void set_item(nb::handle dict, nb::handle key, nb::handle value) {
@@ -54,18 +45,15 @@ void pop_item(nb::handle dict, nb::handle key) {
 
 bool contains(nb::handle dict, nb::handle key) { return lookup(dict, key).is_valid(); }
 
-// A module's __dict__, which must be a dict.
-nb::object state_of(nb::handle module) {
-  nb::object state = get(module, keys().dict);
-  if (!PyDict_Check(state.ptr())) throw nb::type_error("a module's __dict__ is not a dict");
-  return state;
-}
-
 // The tables a module can hold a name in: parameters, buffers, submodules, the instance dict.
 std::vector<nb::object> slot_tables(nb::handle module) {
-  nb::object state = state_of(module);
-  return {item(state, keys().parameters), item(state, keys().buffers), item(state, keys().modules),
-          state};
+  nb::object state = module_state(module);
+  const ModuleKeys& keys = module_keys();
+  std::vector<nb::object> tables;
+  for (nb::handle key : {keys.parameters, keys.buffers, keys.modules})
+    tables.push_back(nb::borrow(module_table(state.ptr(), key)));
+  tables.push_back(std::move(state));
+  return tables;
 }
 
 // A dict of the template's instance dict: an empty one costs less to make than to copy.
@@ -207,10 +195,10 @@ nb::object Replay::copy_module(nb::handle like, Symbol type) {
     throw nb::type_error(("cannot derive a " + type.str() + " from a " + like_type.str()).c_str());
   nb::handle cls(reinterpret_cast<PyObject*>(Py_TYPE(like.ptr())));
   nb::object module = cls.attr(keys().new_)(cls);
-  nb::object state = state_of(module);
+  nb::object state = module_state(module);
   Py_ssize_t position = 0;
   PyObject *key, *value;
-  nb::object template_state = state_of(like);
+  nb::object template_state = module_state(like);
   while (PyDict_Next(template_state.ptr(), &position, &key, &value))
     set_item(state, key, PyDict_Check(value) ? fresh_table(value) : nb::borrow(value));
   return module;
@@ -220,7 +208,7 @@ void Replay::set_module(const Edit& edit) {
   nb::object module = copy_module(lookup_path(edit.like), edit.module.type);
   // Plain values only (the core has no others): straight into the instance dict, as
   // nn.Module.__setattr__ would put them, without its checks of every table.
-  nb::object state = state_of(module);
+  nb::object state = module_state(module);
   for (const auto& [name, value] : edit.module.attributes.items) {
     nb::object converted = session_.to_py(value);
     if (PyList_Check(converted.ptr())) converted = nb::tuple(converted);

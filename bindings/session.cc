@@ -293,10 +293,6 @@ void Session::add_attribute(const std::string& path, const TensorInfo& tensor) {
   program_.attributes[path] = tensor;
 }
 
-void Session::add_taken_paths(nb::handle paths) {
-  for (nb::handle p : paths) program_.taken_paths.insert(nb::cast<std::string>(p));
-}
-
 void Session::reserve_names(nb::handle names) {
   std::vector<std::string> out;
   for (nb::handle n : names) out.push_back(nb::cast<std::string>(n));

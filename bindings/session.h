@@ -46,21 +46,22 @@ class Session {
   bool matches(nb::handle root) const;
   // Records the fx graph as it is now (after a sync made it equal to the core graph again).
   void snapshot(nb::handle root);
-  // The modules as they are now, and whether they still are (ModuleFingerprint).
-  void snapshot_modules(nb::handle root, std::unordered_set<std::string> imported,
-                        std::vector<std::string> attributes, const std::vector<std::string>& paths,
-                        nb::handle module_type) {
-    modules_.take(root, std::move(imported), std::move(attributes), paths, module_type);
+  // The modules as they are now, and whether they still are (ModuleFingerprint): every module
+  // with its tensors, the attributes read of those imported, and the values at `paths`.
+  void snapshot_modules(nb::handle root, std::vector<std::string> attributes,
+                        const std::vector<std::string>& paths, nb::handle module_type) {
+    modules_.take(root, imported_modules_, std::move(attributes), paths, module_type);
   }
   bool modules_match(nb::handle root) const { return modules_.matches(root); }
   nb::list module_tensors() const { return modules_.tensors(); }
-  // Registers `modules`, (path, module) pairs, read natively (import_modules.cc): the class's
-  // qualified name, the plain values among `attributes` in the instance dict, and the
+  // Walks the module tree below `root` (the GraphModule) natively, in named_modules() order:
+  // takes every module, parameter and buffer path (created modules get other names), and
+  // registers the modules at `paths` (every module where absent) not registered yet: the
+  // class's qualified name, the plain values among `attributes` in the instance dict, and the
   // parameters and buffers, registered in `tensors`.
-  void import_modules(nb::handle modules, const std::vector<std::string>& attributes,
-                      TensorTable& tensors);
+  void import_modules(nb::handle root, const std::optional<std::unordered_set<std::string>>& paths,
+                      const std::vector<std::string>& attributes, TensorTable& tensors);
   void add_attribute(const std::string& path, const TensorInfo& tensor);
-  void add_taken_paths(nb::handle paths);
   // Node names fx never gives (Graph::reserve_names).
   void reserve_names(nb::handle names);
 
@@ -154,6 +155,7 @@ class Session {
   std::unordered_map<Symbol, nb::object> callables_;
   std::vector<Fingerprint> fingerprints_;
   ModuleFingerprint modules_;
+  std::unordered_set<std::string> imported_modules_;  // paths import_modules registered
   std::unordered_map<PyObject*, std::pair<nb::object, Symbol>> module_types_;  // keeps the class
 };
 

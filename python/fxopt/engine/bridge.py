@@ -23,7 +23,7 @@ import importlib
 import keyword
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx
@@ -118,26 +118,16 @@ class Bridge:
         )  # fmt: skip
         called, read = self.session.import_graph(root=gm.graph._root)
         self.session.reserve_names(names=_reserved_names())
-        self._imported_modules: set[str] = set()
         self._imported_attributes: set[str] = set()
         self._complete = False
         # False once the fx graph and the core graph may differ in ways `matches` cannot see.
         self._in_step = True
-        self._import_modules_and_attributes(called, read)
-        self._remember_modules()
-
-    def _import_modules_and_attributes(self, called: Sequence[str], read: Sequence[str]) -> None:
-        modules = dict(self.gm.named_modules())
-        self._import_modules([(path, modules[path]) for path in called if path in modules])
+        self.session.import_modules(root=gm, paths=called, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
         for path in read:
-            value = _lookup(self.gm, path)
+            value = _lookup(gm, path)
             if isinstance(value, torch.Tensor):
                 self._import_attribute(path, value)
-        taken: list[str] = list(modules)
-        for path, module in modules.items():
-            prefix = f"{path}." if path else ""
-            taken += [prefix + name for name in (*module._parameters, *module._buffers)]
-        self.session.add_taken_paths(paths=taken)
+        self._remember_modules()
 
     def _remember_modules(self) -> None:
         """Records what the engine knows of the modules, to tell later whether it still holds,
@@ -146,8 +136,8 @@ class Bridge:
         paths get_attr nodes read (found as :func:`_lookup` finds them; None where a pass
         removed one), all by identity."""
         self.session.snapshot_modules(
-            root=self.gm, imported=self._imported_modules, attributes=list(MODULE_ATTRIBUTES),
-            paths=sorted(self._imported_attributes), module_type=torch.nn.Module,
+            root=self.gm, attributes=list(MODULE_ATTRIBUTES), paths=sorted(self._imported_attributes),
+            module_type=torch.nn.Module,
         )  # fmt: skip
 
     @property
@@ -172,9 +162,8 @@ class Bridge:
         if self._complete:
             return
         self._complete = True
-        modules = list(self.gm.named_modules())
-        self._import_modules([(path, m) for path, m in modules if path and path not in self._imported_modules])
-        for path, module in modules:
+        self.session.import_modules(root=self.gm, paths=None, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
+        for path, module in self.gm.named_modules():
             prefix = f"{path}." if path else ""
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
                 if tensor is not None and prefix + name not in self._imported_attributes:
@@ -184,10 +173,6 @@ class Bridge:
     def _import_attribute(self, path: str, tensor: torch.Tensor) -> None:
         self._imported_attributes.add(path)
         self.session.add_attribute(path=path, tensor=self.tensors.register(tensor))
-
-    def _import_modules(self, modules: list[tuple[str, torch.nn.Module]]) -> None:
-        self._imported_modules.update(path for path, _ in modules)
-        self.session.import_modules(modules=modules, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
 
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
