@@ -158,11 +158,19 @@ void Replay::set_target(const Edit& edit) {
   nb::object op = nb::str(kind_name(edit.node_kind).data());
   nb::object target = session_.target_object(edit.node_kind, edit.target);
   nb::object old_op = get(node, fx.op), old_target = get(node, fx.target);
-  // Each assignment re-files the node in fx's (op, target) lookup table: unchanged ones are
-  // skipped.
+  // Each assignment re-files the node in fx's lookup table, under (op, target) for
+  // call_function and (op, None) otherwise: unchanged fields are skipped, and a node becoming a
+  // call_function gets its target first, so it is never filed under a call_function of a module
+  // path (fx keeps every key it ever filed under, emptied).
+  static const nb::handle call_function = interned("call_function");
   auto write = [fx](nb::handle node, nb::handle op, nb::handle target) {
-    if (!get(node, fx.op).equal(op)) node.attr(fx.op) = op;
+    auto write_op = [&] {
+      if (!get(node, fx.op).equal(op)) node.attr(fx.op) = op;
+    };
+    bool target_first = op.equal(call_function);
+    if (!target_first) write_op();
     if (!get(node, fx.target).is(target)) node.attr(fx.target) = target;
+    if (target_first) write_op();
   };
   undo_.push_back([write, node, old_op, old_target] { write(node, old_op, old_target); });
   write(node, op, target);
