@@ -103,7 +103,7 @@ NB_MODULE(_core, m) {
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
       .def("reserve_names", &Session::reserve_names, nb::arg("names"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
-           nb::arg("reverse"), nb::arg("tensor_ops"))
+           nb::arg("reverse"), nb::arg("tensor_ops"), nb::arg("tensor_table"))
       .def("edit_count", &Session::edit_count)
       .def("effective_edits", &Session::effective_edits)
       .def("write_meta", &Session::write_meta, nb::arg("indices"))

@@ -1,5 +1,10 @@
 // TensorOps whose methods call into a Python object (fxopt's torch implementation). Passes run
 // with the GIL released; each call takes it back for as long as torch needs it.
+//
+// Python sees tensors only: the operands are looked up in the session's TensorTable here and the
+// result registered there, so the torch side is tensor arithmetic and nothing else, and no
+// TensorInfo crosses into Python and back (each did: a copy of its shape and names, twice per
+// operand; tens of thousands of calls on a large graph).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -10,6 +15,7 @@
 
 #include <functional>
 
+#include "bindings/tensor_table.h"
 #include "tensor/tensor_ops.h"
 
 namespace fxopt::bindings {
@@ -18,10 +24,10 @@ namespace nb = nanobind;
 
 class PyTensorOps final : public TensorOps {
  public:
-  // call_form(node, operands) spells a call for Python (Session::call_form).
-  using CallForm = std::function<nb::tuple(const Node&, const std::vector<TensorInfo>&)>;
-  PyTensorOps(nb::object impl, CallForm call_form)
-      : impl_(std::move(impl)), call_form_(std::move(call_form)) {}
+  // call_form(node, operand tensors) spells a call for Python (Session::call_form).
+  using CallForm = std::function<nb::tuple(const Node&, const std::vector<nb::object>&)>;
+  PyTensorOps(nb::object impl, TensorTable& tensors, CallForm call_form)
+      : impl_(std::move(impl)), tensors_(tensors), call_form_(std::move(call_form)) {}
 
   TensorInfo cat(const std::vector<TensorInfo>& parts, int64_t dim) override {
     return call("cat", parts, dim);
@@ -55,25 +61,39 @@ class PyTensorOps final : public TensorOps {
   QuantizedRows quantize_rows_int8(const TensorInfo& a) override {
     nb::gil_scoped_acquire gil;
     auto [values, scales] =
-        nb::cast<std::pair<TensorInfo, TensorInfo>>(impl_.attr("quantize_rows_int8")(a));
-    return {values, scales};
+        nb::cast<std::pair<nb::object, nb::object>>(impl_.attr("quantize_rows_int8")(py(a)));
+    return {tensors_.add(values), tensors_.add(scales)};
   }
   std::optional<TensorInfo> evaluate(const Node& node,
                                      const std::vector<TensorInfo>& operands) override {
     nb::gil_scoped_acquire gil;
-    nb::object result = impl_.attr("evaluate")(*call_form_(node, operands));
+    std::vector<nb::object> values;
+    for (const TensorInfo& operand : operands) values.push_back(py(operand));
+    nb::object result = impl_.attr("evaluate")(*call_form_(node, values));
     if (result.is_none()) return std::nullopt;
-    return nb::cast<TensorInfo>(result);
+    return tensors_.add(result);
   }
 
  private:
   template <class... A>
   TensorInfo call(const char* method, const A&... args) {
     nb::gil_scoped_acquire gil;
-    return nb::cast<TensorInfo>(impl_.attr(method)(args...));
+    return tensors_.add(impl_.attr(method)(py(args)...));
+  }
+  // An argument as Python sees it: a tensor for a TensorInfo, the value itself otherwise.
+  nb::object py(const TensorInfo& t) const { return tensors_.tensor(t.handle); }
+  nb::list py(const std::vector<TensorInfo>& ts) const {
+    nb::list out;
+    for (const TensorInfo& t : ts) out.append(py(t));
+    return out;
+  }
+  template <class T>
+  const T& py(const T& value) const {
+    return value;
   }
 
   nb::object impl_;
+  TensorTable& tensors_;
   CallForm call_form_;
 };
 

@@ -161,13 +161,10 @@ nb::object Session::to_py(const Args& args, const NodeValues* values) const {
   return nb::tuple(items);
 }
 
-nb::tuple Session::call_form(const Node& node, const std::vector<TensorInfo>& operands) {
+nb::tuple Session::call_form(const Node& node, const std::vector<nb::object>& operands) {
   NodeValues values;
   size_t next = 0;
-  node.for_each_input([&](Node* input) {
-    nb::object value = nb::cast(operands.at(next++));
-    values.emplace(input, value);
-  });
+  node.for_each_input([&](Node* input) { values.emplace(input, operands.at(next++)); });
   return nb::make_tuple(target_object(node.kind(), node.target()),
                         node.kind() == NodeKind::CallMethod, to_py(node.args(), &values),
                         to_py(Arg(node.kwargs()), &values));
@@ -300,13 +297,14 @@ void Session::reserve_names(nb::handle names) {
 }
 
 PassResult Session::run(const std::string& pass_name, nb::dict options,
-                        const std::string& signature, bool reverse, nb::object tensor_ops) {
+                        const std::string& signature, bool reverse, nb::object tensor_ops,
+                        TensorTable& tensor_table) {
   const PassInfo* info = find_pass(pass_name);
   if (!info) throw std::invalid_argument("no built-in transformation named '" + pass_name + "'");
   std::unique_ptr<Pass> pass = info->make(to_arg(options).as<Dict>());
-  PyTensorOps tensors(std::move(tensor_ops), [this](const Node& node, const auto& operands) {
-    return call_form(node, operands);
-  });
+  PyTensorOps tensors(
+      std::move(tensor_ops), tensor_table,
+      [this](const Node& node, const auto& operands) { return call_form(node, operands); });
   nb::gil_scoped_release release;
   return run_pass(*pass, program_, log_, tensors, signature, reverse);
 }

@@ -65,8 +65,10 @@ class Session {
   // Node names fx never gives (Graph::reserve_names).
   void reserve_names(nb::handle names);
 
+  // Runs one pass; `tensor_ops` computes new weights with torch on the tensors of
+  // `tensor_table` (py_tensor_ops.h).
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
-                 bool reverse, nb::object tensor_ops);
+                 bool reverse, nb::object tensor_ops, TensorTable& tensor_table);
 
   size_t edit_count() const { return log_.size(); }
   // Indices of the edits a replay applies (`fxopt::effective_edits`), split into the structural
@@ -132,9 +134,9 @@ class Session {
   using NodeValues = std::unordered_map<const Node*, nb::object>;
   nb::object to_py(const Arg& arg, const NodeValues* values = nullptr) const;
   nb::object to_py(const Args& args, const NodeValues* values = nullptr) const;
-  // (target callable or method name, is_method, args, kwargs) of `node`, with `operands` (as
-  // TensorInfo objects) for the nodes it reads: what TensorOps::evaluate calls in Python.
-  nb::tuple call_form(const Node& node, const std::vector<TensorInfo>& operands);
+  // (target callable or method name, is_method, args, kwargs) of `node`, with `operands` (the
+  // tensors) for the nodes it reads: what TensorOps::evaluate calls in Python.
+  nb::tuple call_form(const Node& node, const std::vector<nb::object>& operands);
   nb::object target_object(NodeKind kind, Symbol target);
   Symbol target_symbol(NodeKind kind, nb::handle target);
   nb::object tensor_to_py(const TensorInfo& tensor) const;

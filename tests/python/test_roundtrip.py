@@ -78,8 +78,8 @@ def test_core_sees_module_and_tensor_metadata() -> None:
     assert bridge.session.lint() == []
     # handles resolve to the very tensors of the module: nothing was copied on import
     conv_weight = gm.conv.weight
-    registered = len(bridge.tensors.table)
-    info = bridge.tensors.register(conv_weight)  # already registered: the same handle
-    assert len(bridge.tensors.table) == registered
-    assert bridge.tensors.tensor(info) is conv_weight
+    registered = len(bridge.tensors)
+    info = bridge.tensors.add(conv_weight)  # already registered: the same handle
+    assert len(bridge.tensors) == registered
+    assert bridge.tensors.tensor(info.handle) is conv_weight
     assert (info.shape, info.is_parameter) == (list(conv_weight.shape), True)

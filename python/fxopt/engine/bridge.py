@@ -33,6 +33,8 @@ from .. import _core
 from . import checked_torch
 from .tensor_ops import TorchTensorOps
 
+_TORCH_OPS = TorchTensorOps()
+
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
 MODULE_ATTRIBUTES = (
     "in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride",
@@ -111,7 +113,7 @@ class Bridge:
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
-        self.tensors = TorchTensorOps()
+        self.tensors = _core.TensorTable(tensor_type=torch.Tensor, parameter_type=torch.nn.Parameter)
         self.session = _core.Session(
             node_type=torch.fx.Node, tensor_type=torch.Tensor, size_type=torch.Size,
             strided=torch.strided, qualname=qualname, resolve=resolve_target,
@@ -122,7 +124,7 @@ class Bridge:
         self._complete = False
         # False once the fx graph and the core graph may differ in ways `matches` cannot see.
         self._in_step = True
-        self.session.import_modules(root=gm, paths=called, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
+        self.session.import_modules(root=gm, paths=called, attributes=MODULE_ATTRIBUTES, tensors=self.tensors)
         for path in read:
             value = _lookup(gm, path)
             if isinstance(value, torch.Tensor):
@@ -162,7 +164,7 @@ class Bridge:
         if self._complete:
             return
         self._complete = True
-        self.session.import_modules(root=self.gm, paths=None, attributes=MODULE_ATTRIBUTES, tensors=self.tensors.table)
+        self.session.import_modules(root=self.gm, paths=None, attributes=MODULE_ATTRIBUTES, tensors=self.tensors)
         for path, module in self.gm.named_modules():
             prefix = f"{path}." if path else ""
             for name, tensor in (*module._parameters.items(), *module._buffers.items()):
@@ -172,7 +174,7 @@ class Bridge:
 
     def _import_attribute(self, path: str, tensor: torch.Tensor) -> None:
         self._imported_attributes.add(path)
-        self.session.add_attribute(path=path, tensor=self.tensors.register(tensor))
+        self.session.add_attribute(path=path, tensor=self.tensors.add(tensor))
 
     def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
         """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
@@ -181,7 +183,8 @@ class Bridge:
             self._import_everything()
         with torch.no_grad():  # for every TensorOps call the pass makes
             result = self.session.run(
-                name=name, options=options, signature=signature, reverse=reverse, tensor_ops=self.tensors
+                name=name, options=options, signature=signature, reverse=reverse,
+                tensor_ops=_TORCH_OPS, tensor_table=self.tensors,
             )
         return PassReport.from_core(name, result)
 
@@ -311,11 +314,11 @@ def _child(obj: Any, name: str) -> Any:
     return getattr(obj, name, _REQUIRED)
 
 
-def _replay(gm: torch.fx.GraphModule, session: _core.Session, tensors: TorchTensorOps) -> _core.Replay:
+def _replay(gm: torch.fx.GraphModule, session: _core.Session, tensors: _core.TensorTable) -> _core.Replay:
     """The native replay of `session`'s structural edits onto `gm` (bindings/replay.h)."""
     hooks = getattr(torch.nn.modules.module, "_global_module_registration_hooks", None)
     return _core.Replay(
-        session=session, graph_module=gm, tensors=tensors.table, module_type=torch.nn.Module,
+        session=session, graph_module=gm, tensors=tensors, module_type=torch.nn.Module,
         registration_hooks=hooks if isinstance(hooks, dict) else {},
         direct_inputs=checked_torch.internals_checked(),
     )  # fmt: skip
