@@ -24,7 +24,14 @@ Session::Session(nb::handle node_type, nb::handle tensor_type, nb::handle size_t
       resolve_(std::move(resolve)) {}
 
 Symbol Session::target_symbol(NodeKind kind, nb::handle target) {
-  if (kind != NodeKind::CallFunction) return Symbol::intern(nb::cast<std::string>(target));
+  if (kind != NodeKind::CallFunction) {
+    // Interned from the str's own UTF-8, not a copy per node; nb::cast raises for a non-str.
+    if (!PyUnicode_Check(target.ptr())) return Symbol::intern(nb::cast<std::string>(target));
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(target.ptr(), &size);
+    if (!text) throw nb::python_error();
+    return Symbol::intern(std::string_view(text, size));
+  }
   // Graphs call few distinct functions: name each once.
   auto it = symbols_.find(target.ptr());
   if (it != symbols_.end()) return it->second;
@@ -178,6 +185,14 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
   const NodeKeys& keys = node_keys();
   std::pair<std::vector<std::string>, std::vector<std::string>> paths;
   std::unordered_set<Symbol> seen;
+  // Every table that grows per node is sized once, from len(graph.nodes), instead of rehashing
+  // and reallocating all the way up.
+  Py_ssize_t count = PyObject_Size(get(get(root, keys.graph), keys.nodes).ptr());
+  if (count < 0) throw nb::python_error();
+  program_.graph.reserve(count);
+  imported_.reserve(count);
+  py_nodes_.reserve(program_.graph.next_id() + count);
+  fingerprints_.reserve(fingerprints_.size() + count);
   int64_t origin = 0;
   for_each_fx_node(root, [&](nb::handle py) {
     Fingerprint print = fingerprint(py);
@@ -198,7 +213,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
       program_.graph.set_meta(node, "fxopt_reversal", to_arg(print.reversal));
     read_value_info(node, print);
     imported_.emplace(py.ptr(), node);
-    py_nodes_.emplace(node->id(), nb::borrow(py));
+    bind(node->id(), py);
     fingerprints_.push_back(std::move(print));
   });
   imported_.clear();
@@ -269,7 +284,7 @@ void Session::read_value_info(Node* node, const Fingerprint& print) {
 }
 
 int Session::traverse(visitproc visit, void* arg) const {
-  for (const auto& [id, node] : py_nodes_) Py_VISIT(node.ptr());
+  for (const nb::object& node : py_nodes_) Py_VISIT(node.ptr());
   for (const Fingerprint& f : fingerprints_)
     for (const nb::object* o : {&f.op, &f.target, &f.name, &f.args, &f.kwargs, &f.meta, &f.marks,
                                 &f.reversal, &f.val, &f.tensor_meta})
@@ -319,13 +334,17 @@ nb::object Session::tensor_to_py(const TensorInfo& tensor) const {
   return tensor.present() ? nb::cast(tensor) : nb::none();
 }
 
-void Session::bind(uint64_t id, nb::handle fx_node) { py_nodes_[id] = nb::borrow(fx_node); }
+void Session::bind(uint64_t id, nb::handle fx_node) {
+  if (!program_.graph.find_by_id(id))
+    throw std::invalid_argument("no node with id " + std::to_string(id));
+  if (id >= py_nodes_.size()) py_nodes_.resize(program_.graph.next_id());
+  py_nodes_[id] = nb::borrow(fx_node);
+}
 
 nb::object Session::py_node(uint64_t id) const {
-  auto it = py_nodes_.find(id);
-  if (it == py_nodes_.end())
+  if (id >= py_nodes_.size() || !py_nodes_[id].is_valid())
     throw std::logic_error("node id " + std::to_string(id) + " has no fx node yet");
-  return it->second;
+  return py_nodes_[id];
 }
 
 std::vector<uint64_t> Session::node_ids() const {

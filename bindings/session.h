@@ -149,7 +149,7 @@ class Session {
   nb::object qualname_;
   nb::object resolve_;
   std::unordered_map<PyObject*, Node*> imported_;  // fx node -> core node, during import
-  std::unordered_map<uint64_t, nb::object> py_nodes_;
+  std::vector<nb::object> py_nodes_;  // by node id (ids count up from 1); null: not bound yet
   std::vector<nb::object> opaques_;
   std::unordered_map<PyObject*, uint64_t> opaque_by_object_;  // opaques_ keeps the keys alive
   nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id
