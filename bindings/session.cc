@@ -5,6 +5,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <bit>
+#include <cstdint>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -70,12 +72,12 @@ Arg Session::to_arg(nb::handle value) {
   } else if (PyUnicode_CheckExact(o)) {
     return nb::cast<std::string>(value);
   } else if (nb::isinstance(value, node_type_)) {
-    auto it = imported_.find(o);
-    if (it == imported_.end())
+    Node* node = imported_.find(o);
+    if (!node)
       throw std::invalid_argument("argument refers to node '" +
                                   nb::cast<std::string>(value.attr("name")) +
                                   "', which is not in this graph or not defined before its use");
-    return it->second;
+    return node;
   } else if (PyTuple_CheckExact(o)) {
     return sequence_to_arg(value, false);
   } else if (PyList_Check(o)) {  // fx stores lists as immutable_list, a list subclass
@@ -190,7 +192,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
   Py_ssize_t count = PyObject_Size(get(get(root, keys.graph), keys.nodes).ptr());
   if (count < 0) throw nb::python_error();
   program_.graph.reserve(count);
-  imported_.reserve(count);
+  imported_.reset(count);
   py_nodes_.reserve(program_.graph.next_id() + count);
   fingerprints_.reserve(fingerprints_.size() + count);
   int64_t origin = 0;
@@ -212,12 +214,43 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
     if (print.reversal.is_valid())
       program_.graph.set_meta(node, "fxopt_reversal", to_arg(print.reversal));
     read_value_info(node, print);
-    imported_.emplace(py.ptr(), node);
+    imported_.insert(py.ptr(), node);
     bind(node->id(), py);
     fingerprints_.push_back(std::move(print));
   });
-  imported_.clear();
+  imported_.reset(0);
   return paths;
+}
+
+void Session::ImportedNodes::reset(size_t count) {
+  slots_ = std::vector<Slot>(std::bit_ceil(2 * count + 2));  // a new array: frees a large one
+  size_ = 0;
+}
+
+size_t Session::ImportedNodes::home(PyObject* key) const {
+  // Objects are aligned, so the address's low bits say little: mix it, keep the high bits.
+  uint64_t mixed = reinterpret_cast<uintptr_t>(key) * uint64_t{0x9E3779B97F4A7C15};
+  return (mixed >> 32) & (slots_.size() - 1);
+}
+
+void Session::ImportedNodes::insert(PyObject* fx_node, Node* node) {
+  if (2 * (size_ + 1) > slots_.size()) {  // more nodes than len(graph.nodes) said
+    std::vector<Slot> old = std::move(slots_);
+    reset(old.size());
+    for (const Slot& slot : old)
+      if (slot.key) insert(slot.key, slot.node);
+  }
+  size_t i = home(fx_node);
+  while (slots_[i].key && slots_[i].key != fx_node) i = (i + 1) & (slots_.size() - 1);
+  size_ += !slots_[i].key;
+  slots_[i] = {fx_node, node};
+}
+
+Node* Session::ImportedNodes::find(PyObject* fx_node) const {
+  if (slots_.empty()) return nullptr;
+  for (size_t i = home(fx_node); slots_[i].key; i = (i + 1) & (slots_.size() - 1))
+    if (slots_[i].key == fx_node) return slots_[i].node;
+  return nullptr;
 }
 
 Session::Fingerprint Session::fingerprint(nb::handle node) const {
