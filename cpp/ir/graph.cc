@@ -36,7 +36,7 @@ Node* Graph::create(NodeKind kind, Symbol target, std::string name, Args args, K
   Node* node = &blocks_[index / kBlockNodes][index % kBlockNodes];
   node->name_ = std::move(name);
   // One lookup checks and records the name. A duplicate leaves the slot to the next node.
-  if (!by_name_.try_emplace(node->name_, node).second)
+  if (!by_name_.insert(node))
     throw std::invalid_argument("duplicate node name '" + node->name_ + "'");
   node->kind_ = kind;
   node->target_ = target;
@@ -68,7 +68,7 @@ Node* Graph::insert_before(Node* anchor, NodeKind kind, Symbol target, std::stri
 }
 
 void Graph::reserve(size_t count) {
-  by_name_.reserve(by_name_.size() + count);
+  by_name_.reserve(count);
   blocks_.reserve(blocks_.size() + count / kBlockNodes + 1);
 }
 
@@ -173,7 +173,7 @@ void Graph::erase(Node* node) {
   drop_uses(node);
   unlink(node);
   node->erased_ = true;
-  by_name_.erase(node->name_);
+  by_name_.erase(node);
   --size_;
 }
 
@@ -203,10 +203,7 @@ Node* Graph::find_by_id(uint64_t id) const {
   return &blocks_[(id - 1) / kBlockNodes][(id - 1) % kBlockNodes];
 }
 
-Node* Graph::find_by_name(std::string_view name) const {
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? nullptr : it->second;
-}
+Node* Graph::find_by_name(std::string_view name) const { return by_name_.find(name); }
 
 std::vector<Node*> Graph::find(NodeKind kind, Symbol target) const {
   auto it = index_.find({kind, target});

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/name_index.h"
 #include "ir/node.h"
 
 namespace fxopt {
@@ -113,8 +114,7 @@ class Graph {
   // Erased nodes stay allocated: ids stay valid.
   static constexpr size_t kBlockNodes = 256;
   std::vector<std::unique_ptr<Node[]>> blocks_;
-  // Keys view the nodes' own names, which never change once given.
-  std::unordered_map<std::string_view, Node*> by_name_;
+  NameIndex by_name_;
   std::unordered_map<std::string, uint64_t> name_counters_;
   std::unordered_set<std::string> reserved_names_;
   // Erased nodes are dropped lazily by find(), so erase stays O(1).

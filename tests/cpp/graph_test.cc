@@ -105,6 +105,26 @@ TEST(Graph, IdsAndNamesFindNodesAcrossBlocks) {
   EXPECT_TRUE(g.lint().empty());
 }
 
+// The name index shifts entries back into the slot an erased name frees: every other name must
+// still be found, and freed names taken again, whatever the collisions.
+TEST(Graph, NamesStayFoundThroughErasesAndReuse) {
+  Graph g;
+  GraphBuilder b(g);
+  std::vector<Node*> nodes;
+  for (int i = 0; i < 3000; ++i) nodes.push_back(b.input("x" + std::to_string(i)));
+  for (size_t i = 0; i < nodes.size(); i += 3) g.erase(nodes[i]);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    EXPECT_EQ(g.find_by_name(nodes[i]->name()), i % 3 ? nodes[i] : nullptr) << i;
+  for (size_t i = 0; i < nodes.size(); i += 3) {
+    Node* again = b.input(nodes[i]->name());
+    EXPECT_EQ(g.find_by_name(again->name()), again);
+  }
+  for (size_t i = 1; i < nodes.size(); i += 3)
+    EXPECT_EQ(g.find_by_name(nodes[i]->name()), nodes[i]);
+  EXPECT_THROW(b.input("x1"), std::invalid_argument);
+  EXPECT_EQ(g.unique_name("x1"), "x1_1");
+}
+
 TEST(Graph, IndexFindsByKindAndTargetInOrder) {
   Graph g;
   GraphBuilder b(g);
