@@ -54,6 +54,7 @@ nb::object Session::target_object(NodeKind kind, Symbol target) {
 
 Arg Session::sequence_to_arg(nb::handle value, bool is_list) {
   std::vector<Arg> items;
+  items.reserve(nb::len(value));
   for (nb::handle item : value) items.push_back(to_arg(item));
   if (is_list) return List{std::move(items)};
   return Tuple{std::move(items)};
@@ -205,10 +206,11 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
     if ((kind == NodeKind::CallModule || kind == NodeKind::GetAttr) && seen.insert(target).second)
       (kind == NodeKind::CallModule ? paths.first : paths.second).push_back(target.str());
     Args args;
+    args.reserve(nb::len(print.args));
     for (nb::handle a : print.args) args.push_back(to_arg(a));
-    Arg kwargs = to_arg(print.kwargs);
+    Kwargs kwargs = std::get<Dict>(to_arg(print.kwargs).value);  // moved out, not copied
     Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(print.name),
-                                       std::move(args), kwargs.as<Dict>(), origin++);
+                                       std::move(args), std::move(kwargs), origin++);
     if (print.marks.is_valid())
       program_.graph.set_meta(node, "fxopt_transformations", to_arg(print.marks));
     if (print.reversal.is_valid())
