@@ -29,7 +29,9 @@ const NodeKeys& node_keys() {
                                 interned("shape"),
                                 interned("dtype"),
                                 interned("device"),
-                                interned("layout")};
+                                interned("layout"),
+                                interned("graph"),
+                                interned("nodes")};
   return keys;
 }
 

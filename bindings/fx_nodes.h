@@ -14,7 +14,7 @@ namespace nb = nanobind;
 // Attribute and metadata names looked up on every fx node (`interned`).
 struct NodeKeys {
   nb::handle op, target, name, args, kwargs, meta, next, type, marks, reversal, val, tensor_meta,
-      is_wrapped, shape, dtype, device, layout;
+      is_wrapped, shape, dtype, device, layout, graph, nodes;
 };
 const NodeKeys& node_keys();
 

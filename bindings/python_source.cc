@@ -164,8 +164,7 @@ std::optional<Session::Source> Session::python_source(
       return std::nullopt;
     // The session's own invariant (a sync makes the core graph the fx graph), checked as well:
     // the core node at this place is bound to this fx node and has its name.
-    auto bound = py_nodes_.find(core->id());
-    if (bound == py_nodes_.end() || !bound->second.is(py)) return std::nullopt;
+    if (core->id() >= py_nodes_.size() || !py_nodes_[core->id()].is(py)) return std::nullopt;
     Py_ssize_t size = 0;
     const char* text = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
     if (!text) throw nb::python_error();

@@ -5,6 +5,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <bit>
+#include <cstdint>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -24,7 +26,14 @@ Session::Session(nb::handle node_type, nb::handle tensor_type, nb::handle size_t
       resolve_(std::move(resolve)) {}
 
 Symbol Session::target_symbol(NodeKind kind, nb::handle target) {
-  if (kind != NodeKind::CallFunction) return Symbol::intern(nb::cast<std::string>(target));
+  if (kind != NodeKind::CallFunction) {
+    // Interned from the str's own UTF-8, not a copy per node; nb::cast raises for a non-str.
+    if (!PyUnicode_Check(target.ptr())) return Symbol::intern(nb::cast<std::string>(target));
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(target.ptr(), &size);
+    if (!text) throw nb::python_error();
+    return Symbol::intern(std::string_view(text, size));
+  }
   // Graphs call few distinct functions: name each once.
   auto it = symbols_.find(target.ptr());
   if (it != symbols_.end()) return it->second;
@@ -45,6 +54,7 @@ nb::object Session::target_object(NodeKind kind, Symbol target) {
 
 Arg Session::sequence_to_arg(nb::handle value, bool is_list) {
   std::vector<Arg> items;
+  items.reserve(nb::len(value));
   for (nb::handle item : value) items.push_back(to_arg(item));
   if (is_list) return List{std::move(items)};
   return Tuple{std::move(items)};
@@ -63,12 +73,12 @@ Arg Session::to_arg(nb::handle value) {
   } else if (PyUnicode_CheckExact(o)) {
     return nb::cast<std::string>(value);
   } else if (nb::isinstance(value, node_type_)) {
-    auto it = imported_.find(o);
-    if (it == imported_.end())
+    Node* node = imported_.find(o);
+    if (!node)
       throw std::invalid_argument("argument refers to node '" +
                                   nb::cast<std::string>(value.attr("name")) +
                                   "', which is not in this graph or not defined before its use");
-    return it->second;
+    return node;
   } else if (PyTuple_CheckExact(o)) {
     return sequence_to_arg(value, false);
   } else if (PyList_Check(o)) {  // fx stores lists as immutable_list, a list subclass
@@ -175,6 +185,14 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
   const NodeKeys& keys = node_keys();
   std::pair<std::vector<std::string>, std::vector<std::string>> paths;
   std::unordered_set<Symbol> seen;
+  // Every table that grows per node is sized once, from len(graph.nodes), instead of rehashing
+  // and reallocating all the way up.
+  Py_ssize_t count = PyObject_Size(get(get(root, keys.graph), keys.nodes).ptr());
+  if (count < 0) throw nb::python_error();
+  program_.graph.reserve(count);
+  imported_.reset(count);
+  py_nodes_.reserve(program_.graph.next_id() + count);
+  fingerprints_.reserve(fingerprints_.size() + count);
   int64_t origin = 0;
   for_each_fx_node(root, [&](nb::handle py) {
     Fingerprint print = fingerprint(py);
@@ -185,21 +203,53 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Session::import_gr
     if ((kind == NodeKind::CallModule || kind == NodeKind::GetAttr) && seen.insert(target).second)
       (kind == NodeKind::CallModule ? paths.first : paths.second).push_back(target.str());
     Args args;
+    args.reserve(nb::len(print.args));
     for (nb::handle a : print.args) args.push_back(to_arg(a));
-    Arg kwargs = to_arg(print.kwargs);
+    Kwargs kwargs = std::get<Dict>(to_arg(print.kwargs).value);  // moved out, not copied
     Node* node = program_.graph.append(*kind, target, nb::cast<std::string>(print.name),
-                                       std::move(args), kwargs.as<Dict>(), origin++);
+                                       std::move(args), std::move(kwargs), origin++);
     if (print.marks.is_valid())
       program_.graph.set_meta(node, "fxopt_transformations", to_arg(print.marks));
     if (print.reversal.is_valid())
       program_.graph.set_meta(node, "fxopt_reversal", to_arg(print.reversal));
     read_value_info(node, print);
-    imported_.emplace(py.ptr(), node);
-    py_nodes_.emplace(node->id(), nb::borrow(py));
+    imported_.insert(py.ptr(), node);
+    bind(node->id(), py);
     fingerprints_.push_back(std::move(print));
   });
-  imported_.clear();
+  imported_.reset(0);
   return paths;
+}
+
+void Session::ImportedNodes::reset(size_t count) {
+  slots_ = std::vector<Slot>(std::bit_ceil(2 * count + 2));  // a new array: frees a large one
+  size_ = 0;
+}
+
+size_t Session::ImportedNodes::home(PyObject* key) const {
+  // Objects are aligned, so the address's low bits say little: mix it, keep the high bits.
+  uint64_t mixed = reinterpret_cast<uintptr_t>(key) * uint64_t{0x9E3779B97F4A7C15};
+  return (mixed >> 32) & (slots_.size() - 1);
+}
+
+void Session::ImportedNodes::insert(PyObject* fx_node, Node* node) {
+  if (2 * (size_ + 1) > slots_.size()) {  // more nodes than len(graph.nodes) said
+    std::vector<Slot> old = std::move(slots_);
+    reset(old.size());
+    for (const Slot& slot : old)
+      if (slot.key) insert(slot.key, slot.node);
+  }
+  size_t i = home(fx_node);
+  while (slots_[i].key && slots_[i].key != fx_node) i = (i + 1) & (slots_.size() - 1);
+  size_ += !slots_[i].key;
+  slots_[i] = {fx_node, node};
+}
+
+Node* Session::ImportedNodes::find(PyObject* fx_node) const {
+  if (slots_.empty()) return nullptr;
+  for (size_t i = home(fx_node); slots_[i].key; i = (i + 1) & (slots_.size() - 1))
+    if (slots_[i].key == fx_node) return slots_[i].node;
+  return nullptr;
 }
 
 Session::Fingerprint Session::fingerprint(nb::handle node) const {
@@ -266,7 +316,7 @@ void Session::read_value_info(Node* node, const Fingerprint& print) {
 }
 
 int Session::traverse(visitproc visit, void* arg) const {
-  for (const auto& [id, node] : py_nodes_) Py_VISIT(node.ptr());
+  for (const nb::object& node : py_nodes_) Py_VISIT(node.ptr());
   for (const Fingerprint& f : fingerprints_)
     for (const nb::object* o : {&f.op, &f.target, &f.name, &f.args, &f.kwargs, &f.meta, &f.marks,
                                 &f.reversal, &f.val, &f.tensor_meta})
@@ -313,13 +363,17 @@ nb::object Session::tensor_to_py(const TensorInfo& tensor) const {
   return tensor.present() ? nb::cast(tensor) : nb::none();
 }
 
-void Session::bind(uint64_t id, nb::handle fx_node) { py_nodes_[id] = nb::borrow(fx_node); }
+void Session::bind(uint64_t id, nb::handle fx_node) {
+  if (!program_.graph.find_by_id(id))
+    throw std::invalid_argument("no node with id " + std::to_string(id));
+  if (id >= py_nodes_.size()) py_nodes_.resize(program_.graph.next_id());
+  py_nodes_[id] = nb::borrow(fx_node);
+}
 
 nb::object Session::py_node(uint64_t id) const {
-  auto it = py_nodes_.find(id);
-  if (it == py_nodes_.end())
+  if (id >= py_nodes_.size() || !py_nodes_[id].is_valid())
     throw std::logic_error("node id " + std::to_string(id) + " has no fx node yet");
-  return it->second;
+  return py_nodes_[id];
 }
 
 std::vector<uint64_t> Session::node_ids() const {

@@ -148,8 +148,26 @@ class Session {
   nb::handle node_type_, tensor_type_, size_type_, strided_;
   nb::object qualname_;
   nb::object resolve_;
-  std::unordered_map<PyObject*, Node*> imported_;  // fx node -> core node, during import
-  std::unordered_map<uint64_t, nb::object> py_nodes_;
+  // fx node -> core node, during import. Open addressing on the object's address in one array
+  // sized for the graph: a node-based map cost an allocation, a free and cache misses per node.
+  class ImportedNodes {
+   public:
+    // Empties the table, with room for `count` nodes.
+    void reset(size_t count);
+    void insert(PyObject* fx_node, Node* node);
+    Node* find(PyObject* fx_node) const;
+
+   private:
+    struct Slot {
+      PyObject* key = nullptr;
+      Node* node = nullptr;
+    };
+    size_t home(PyObject* key) const;
+    std::vector<Slot> slots_;  // a power of two in size, at most half full
+    size_t size_ = 0;
+  };
+  ImportedNodes imported_;
+  std::vector<nb::object> py_nodes_;  // by node id (ids count up from 1); null: not bound yet
   std::vector<nb::object> opaques_;
   std::unordered_map<PyObject*, uint64_t> opaque_by_object_;  // opaques_ keeps the keys alive
   nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id

@@ -31,18 +31,18 @@ std::string sanitize(std::string_view hint) {
 }  // namespace
 
 Node* Graph::create(NodeKind kind, Symbol target, std::string name, Args args, Kwargs kwargs) {
-  if (by_name_.contains(name)) throw std::invalid_argument("duplicate node name '" + name + "'");
-  auto owned = std::unique_ptr<Node>(new Node());
-  Node* node = owned.get();
+  size_t index = next_id_ - 1;
+  if (index / kBlockNodes == blocks_.size()) blocks_.emplace_back(new Node[kBlockNodes]);
+  Node* node = &blocks_[index / kBlockNodes][index % kBlockNodes];
+  node->name_ = std::move(name);
+  // One lookup checks and records the name. A duplicate leaves the slot to the next node.
+  if (!by_name_.insert(node))
+    throw std::invalid_argument("duplicate node name '" + node->name_ + "'");
   node->kind_ = kind;
   node->target_ = target;
-  node->name_ = std::move(name);
   node->args_ = std::move(args);
   node->kwargs_ = std::move(kwargs);
   node->id_ = next_id_++;
-  storage_.push_back(std::move(owned));
-  by_id_.emplace(node->id_, node);
-  by_name_.emplace(node->name_, node);
   add_uses(node);
   index_add(node);
   ++size_;
@@ -65,6 +65,11 @@ Node* Graph::insert_before(Node* anchor, NodeKind kind, Symbol target, std::stri
   Node* node = create(kind, target, unique_name(name_hint), std::move(args), std::move(kwargs));
   link_before(node, anchor);
   return node;
+}
+
+void Graph::reserve(size_t count) {
+  by_name_.reserve(count);
+  blocks_.reserve(blocks_.size() + count / kBlockNodes + 1);
 }
 
 void Graph::link_before(Node* node, Node* anchor) {
@@ -98,11 +103,14 @@ void Graph::renumber() {
 }
 
 void Graph::add_uses(Node* node) {
-  for (Node* input : distinct_inputs(node->args_, node->kwargs_)) {
+  node->for_each_input([&](Node* input) {
+    // Users are appended as they start reading, so a repeated input has `node` last already:
+    // no list of distinct inputs to build for every node imported.
+    if (!input->users_.empty() && input->users_.back() == node) return;
     if (input->erased_)
       throw std::invalid_argument(node->name_ + " reads erased node " + input->name_);
     input->users_.push_back(node);
-  }
+  });
 }
 
 void Graph::drop_uses(Node* node) {
@@ -165,7 +173,7 @@ void Graph::erase(Node* node) {
   drop_uses(node);
   unlink(node);
   node->erased_ = true;
-  by_name_.erase(node->name_);
+  by_name_.erase(node);
   --size_;
 }
 
@@ -191,14 +199,11 @@ void Graph::reserve_names(std::vector<std::string> names) {
 }
 
 Node* Graph::find_by_id(uint64_t id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second;
+  if (id == 0 || id >= next_id_) return nullptr;
+  return &blocks_[(id - 1) / kBlockNodes][(id - 1) % kBlockNodes];
 }
 
-Node* Graph::find_by_name(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
-  return it == by_name_.end() ? nullptr : it->second;
-}
+Node* Graph::find_by_name(std::string_view name) const { return by_name_.find(name); }
 
 std::vector<Node*> Graph::find(NodeKind kind, Symbol target) const {
   auto it = index_.find({kind, target});

@@ -83,6 +83,48 @@ TEST(Graph, EraseRefusesNodesInUse) {
   EXPECT_THROW(g.erase(x), std::invalid_argument);
 }
 
+// Nodes are stored in blocks and found by id without a table: ids and names must keep finding
+// the same node past a block boundary, and a rejected duplicate must not take an id.
+TEST(Graph, IdsAndNamesFindNodesAcrossBlocks) {
+  Graph g;
+  GraphBuilder b(g);
+  std::vector<Node*> nodes{b.input("x")};
+  for (int i = 1; i < 1000; ++i)
+    nodes.push_back(b.call("n" + std::to_string(i), "torch.relu", {nodes.back()}));
+  EXPECT_THROW(b.call("n7", "torch.relu", {nodes.back()}), std::invalid_argument);
+  Node* last = b.output(nodes.back());
+  EXPECT_EQ(last->id(), 1001u);
+  EXPECT_EQ(g.find_by_name("n7")->id(), 8u);
+  for (Node* n : nodes) {
+    EXPECT_EQ(g.find_by_id(n->id()), n);
+    EXPECT_EQ(g.find_by_name(n->name()), n);
+  }
+  EXPECT_EQ(g.find_by_id(0), nullptr);
+  EXPECT_EQ(g.find_by_id(g.next_id()), nullptr);
+  EXPECT_EQ(nodes[0]->users(), std::vector<Node*>{nodes[1]});
+  EXPECT_TRUE(g.lint().empty());
+}
+
+// The name index shifts entries back into the slot an erased name frees: every other name must
+// still be found, and freed names taken again, whatever the collisions.
+TEST(Graph, NamesStayFoundThroughErasesAndReuse) {
+  Graph g;
+  GraphBuilder b(g);
+  std::vector<Node*> nodes;
+  for (int i = 0; i < 3000; ++i) nodes.push_back(b.input("x" + std::to_string(i)));
+  for (size_t i = 0; i < nodes.size(); i += 3) g.erase(nodes[i]);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    EXPECT_EQ(g.find_by_name(nodes[i]->name()), i % 3 ? nodes[i] : nullptr) << i;
+  for (size_t i = 0; i < nodes.size(); i += 3) {
+    Node* again = b.input(nodes[i]->name());
+    EXPECT_EQ(g.find_by_name(again->name()), again);
+  }
+  for (size_t i = 1; i < nodes.size(); i += 3)
+    EXPECT_EQ(g.find_by_name(nodes[i]->name()), nodes[i]);
+  EXPECT_THROW(b.input("x1"), std::invalid_argument);
+  EXPECT_EQ(g.unique_name("x1"), "x1_1");
+}
+
 TEST(Graph, IndexFindsByKindAndTargetInOrder) {
   Graph g;
   GraphBuilder b(g);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx
 
@@ -83,3 +84,25 @@ def test_core_sees_module_and_tensor_metadata() -> None:
     assert len(bridge.tensors) == registered
     assert bridge.tensors.tensor(info.handle) is conv_weight
     assert (info.shape, info.is_parameter) == (list(conv_weight.shape), True)
+
+
+def test_import_finds_nodes_by_id_and_rejects_duplicates_and_foreign_nodes() -> None:
+    gm = torch.fx.symbolic_trace(Everything().eval())
+    session = Bridge(gm).session
+    ids = session.node_ids()
+    assert [session.node(id=i)[2] for i in ids] == [n.name for n in gm.graph.nodes]
+    assert [session.py_node(id=i) for i in ids] == list(gm.graph.nodes)
+    with pytest.raises(ValueError, match="no live node"):
+        session.node(id=max(ids) + 1)
+
+    duplicate = torch.fx.symbolic_trace(Everything().eval())
+    first, second = list(duplicate.graph.nodes)[1:3]
+    second.name = first.name
+    with pytest.raises(ValueError, match=f"duplicate node name '{first.name}'"):
+        Bridge(duplicate)
+
+    foreign = torch.fx.symbolic_trace(Everything().eval())
+    reader = list(foreign.graph.nodes)[2]
+    reader.args = (list(gm.graph.nodes)[1],)
+    with pytest.raises(ValueError, match="not in this graph"):
+        Bridge(foreign)
