@@ -33,6 +33,7 @@ from .. import _core
 from . import checked_torch
 from .tensor_ops import TorchTensorOps
 
+# Tensor arithmetic only, no state: one for every session (each has its own TensorTable).
 _TORCH_OPS = TorchTensorOps()
 
 # Module attributes passes may read; plain values only (ints, floats, bools, strings, tuples).
