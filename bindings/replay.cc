@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <unordered_set>
 
 #include "bindings/fx_nodes.h"
@@ -45,16 +46,18 @@ void pop_item(nb::handle dict, nb::handle key) {
 
 bool contains(nb::handle dict, nb::handle key) { return lookup(dict, key).is_valid(); }
 
-// The tables a module can hold a name in: parameters, buffers, submodules, the instance dict.
-std::vector<nb::object> slot_tables(nb::handle module) {
-  nb::object state = module_state(module);
-  const ModuleKeys& keys = module_keys();
-  std::vector<nb::object> tables;
-  for (nb::handle key : {keys.parameters, keys.buffers, keys.modules})
-    tables.push_back(nb::borrow(module_table(state.ptr(), key)));
-  tables.push_back(std::move(state));
-  return tables;
-}
+// The tables a module can hold a name in.
+struct SlotTables {
+  nb::object parameters, buffers, modules, state;  // state: the instance dict
+
+  explicit SlotTables(nb::handle module) : state(module_state(module)) {
+    const ModuleKeys& keys = module_keys();
+    parameters = nb::borrow(module_table(state.ptr(), keys.parameters));
+    buffers = nb::borrow(module_table(state.ptr(), keys.buffers));
+    modules = nb::borrow(module_table(state.ptr(), keys.modules));
+  }
+  std::array<nb::handle, 4> all() const { return {parameters, buffers, modules, state}; }
+};
 
 // A dict of the template's instance dict: an empty one costs less to make than to copy.
 nb::object fresh_table(nb::handle table) {
@@ -241,21 +244,21 @@ void Replay::remove_slot(const Edit& edit) {
 
 void Replay::store(nb::handle module, nb::handle name, const TensorInfo& info) {
   nb::object tensor = info.present() ? tensors_.stored(info) : nb::none();
-  std::vector<nb::object> tables = slot_tables(module);
-  for (const nb::object& table : tables) pop_item(table, name);
-  set_item(!info.present() || info.is_parameter ? tables[0] : tables[1], name, tensor);
+  SlotTables tables(module);
+  for (nb::handle table : tables.all()) pop_item(table, name);
+  set_item(!info.present() || info.is_parameter ? tables.parameters : tables.buffers, name, tensor);
 }
 
 void Replay::put_module(nb::handle parent, nb::handle name, nb::handle module) const {
   // Straight into the submodule table where that is all nn.Module.__setattr__ would do: no
   // other table holds the name (it would remove it from there, or refuse a parameter's name)
   // and no global registration hook wants to see it.
-  std::vector<nb::object> tables = slot_tables(parent);
-  if (contains(tables[3], name) || contains(tables[0], name) || contains(tables[1], name) ||
-      PyObject_IsTrue(registration_hooks_.ptr()) != 0) {
+  SlotTables tables(parent);
+  if (contains(tables.state, name) || contains(tables.parameters, name) ||
+      contains(tables.buffers, name) || PyObject_IsTrue(registration_hooks_.ptr()) != 0) {
     if (PyObject_SetAttr(parent.ptr(), name.ptr(), module.ptr()) != 0) throw nb::python_error();
   } else {
-    set_item(tables[2], name, module);
+    set_item(tables.modules, name, module);
   }
 }
 
@@ -268,11 +271,11 @@ void Replay::edit_slot(const std::string& path,
   // name back would move it to the end, and the order of a module's tables is the order of
   // named_modules() and state_dict(). Once per table, so a flat root with thousands of
   // submodules is copied once, not once per edit.
-  for (nb::object& table : slot_tables(parent)) {
+  for (nb::handle table : SlotTables(parent).all()) {
     if (!saved_tables_.insert(table.ptr()).second) continue;
     nb::object copy = nb::steal(PyDict_Copy(table.ptr()));
     if (!copy.is_valid()) throw nb::python_error();
-    undo_.push_back([table, copy] {
+    undo_.push_back([table = nb::borrow(table), copy] {
       table.attr("clear")();
       table.attr("update")(copy);
     });
