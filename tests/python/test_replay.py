@@ -96,9 +96,9 @@ def test_a_failure_part_way_restores_graph_modules_and_parameters(
 def test_retargeted_nodes_are_never_filed_as_calls_of_a_module_path() -> None:
     """fx files nodes by (op, target) and keeps every key it ever used: a node turned from a
     module call into a function call gets its target before its op."""
+    if not checked_torch.internals_checked():
+        pytest.skip(f"fx's lookup table is checked on torch {checked_torch.TESTED_TORCH} only")
     gm = _transform()
-    table = getattr(gm.graph, "_find_nodes_lookup_table", None)
-    if table is None:
-        pytest.skip(f"torch {torch.__version__} has no fx lookup table")
+    table = gm.graph._find_nodes_lookup_table
     assert [key for key in table.table if key[0] == "call_function" and isinstance(key[1], str)] == []
     assert sum(len(nodes) for nodes in table.table.values()) == len(gm.graph.nodes)
