@@ -8,4 +8,4 @@ bash scripts/setup.sh
 if [ $# -eq 0 ]; then
   set -- optimize minilm --preset fast --verify --bench
 fi
-HF_HUB_OFFLINE=1 python3 -m fxopt "$@"
+HF_HUB_OFFLINE=1 .venv/bin/python -m fxopt "$@"

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 git ls-files -- '*.h' '*.cc' | xargs clang-format --dry-run --Werror
-python3 -m ruff check
+.venv/bin/python -m ruff check
 ctest --test-dir build/python --output-on-failure
-python3 -m mypy
-HF_HUB_OFFLINE=1 python3 -m pytest tests/python -q "$@"
+.venv/bin/python -m mypy
+HF_HUB_OFFLINE=1 .venv/bin/python -m pytest tests/python -q "$@"
