@@ -12,6 +12,7 @@ from torch.fx import GraphModule
 from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
 from .presets import preset as build_preset
+from .presets import warn_machine_note
 from ..tracing.trace import Mode, trace
 
 
@@ -51,13 +52,15 @@ def optimize(
     `all-preserving`, `aggressive`); its passes are picked for this machine. A GraphModule passed
     in is left as it was: the result is a new one, which
     ``fxopt.preset(name)(result, reverse=True)`` restores. `example_inputs`, `input_names` and
-    `mode` go to :func:`fxopt.trace`.
+    `mode` go to :func:`fxopt.trace`. A preset that runs differently on this machine (``fast``
+    without native bfloat16 runs float32) says so once per process, as a ``PresetWarning``.
 
     An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
     holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
     save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
     """
     if isinstance(model, ExportedProgram):
+        warn_machine_note(preset)
         return optimize_exported_program(model, preset)
     transformation = build_preset(preset, inplace=False)
     if not isinstance(model, nn.Module):
