@@ -464,6 +464,11 @@ def test_fast_preset_says_when_this_cpu_keeps_it_in_float32(
             ["cannot write", "missing/m.pt", "does not exist"],
         ),
         (["optimize", "{dir}/tiny_bert.json", "--save", "{dir}"], ["cannot write", "is a directory"]),
+        # So is --json (issue 21: a raw IsADirectoryError after the whole run).
+        (
+            ["optimize", "{dir}/factories.py:untraceable", "--json", "{dir}"],
+            ["cannot write", "is a directory"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(

@@ -50,8 +50,9 @@ class PassOutcome:
 
 
 def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
-    if args.save:
-        check_writable(args.save)  # before minutes of tracing and timing, not after
+    for path in (args.save, args.json):  # before minutes of tracing and timing, not after
+        if path:
+            check_writable(path)
     report: dict[str, Any] = {"model": args.model, "seconds": {}}
     timings = report["seconds"]
     transformations = _transformations(args, console)
