@@ -52,6 +52,7 @@ from torch import nn
 from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
+from .diagnose import likely_cause, refuse_untraceable
 from .input_guard import guard_inputs
 from .dummy_inputs import (
     Inputs,
@@ -83,14 +84,21 @@ _PACKAGE_DIRS = (
 class TraceError(RuntimeError):
     """A model could not be traced by any of the modes tried.
 
-    The message names each mode tried with the exception type, first line and the model source
-    line where it failed; `failures` maps each mode to its exception for closer inspection.
+    The first line names the likely cause where the example inputs show it (`cause`: an empty
+    dimension, float ids); then each mode tried with the exception type, first line and the
+    model source line where it failed; `failures` maps each mode to its exception for closer
+    inspection.
     """
 
-    def __init__(self, model: nn.Module, failures: dict[str, BaseException]) -> None:
+    def __init__(
+        self, model: nn.Module, failures: dict[str, BaseException], cause: str | None = None
+    ) -> None:
         self.failures = failures
+        self.cause = cause
+        because = f": {cause}" if cause else ""
         lines = [
-            f"fxopt.trace could not trace {type(model).__name__} (tried: {', '.join(failures)})"
+            f"fxopt.trace could not trace {type(model).__name__}{because} "
+            f"(tried: {', '.join(failures)})"
         ]
         lines += [f"  {mode}: {describe_failure(exc)}" for mode, exc in failures.items()]
         super().__init__("\n".join(lines))
@@ -143,12 +151,14 @@ def trace(
             dimension the model does not fix).
 
     Raises:
-        ValueError: bad `mode`, an `input_names` entry that is not a forward parameter, or
-            example inputs that do not match the input names.
+        ValueError: bad `mode`, an `input_names` entry that is not a forward parameter,
+            example inputs that do not match the input names, or a model on the meta device.
+        TypeError: a TorchScript module (torch.jit.script / torch.jit.trace).
         TraceError: no mode tried could trace the model.
     """
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}, not {mode!r}")
+    refuse_untraceable(model)
     example = _bind_example_inputs(model, example_inputs)
     names = _resolve_input_names(model, input_names, example)
     failures: dict[str, BaseException] = {}
@@ -168,7 +178,12 @@ def trace(
         break
     else:
         last = failures[list(failures)[-1]]
-        raise TraceError(model, failures) from last
+        cause = likely_cause(model, example)
+        if cause is None:
+            raise TraceError(model, failures) from last
+        # The cause is named; the tracers' hundreds of frames would only bury it (they stay in
+        # `failures`).
+        raise TraceError(model, failures, cause) from None
     info: TraceInfo = graph_module.meta[TRACE_META_KEY]
     if failures:
         info["fallback_reason"] = "; ".join(
