@@ -75,7 +75,12 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     with _phase(console, f"tracing ({args.mode})", timings, "trace"):
         graph_module, notes = _trace(loaded, inputs, args.mode)
     notes += _record_shapes(graph_module, inputs)
-    report["trace"] = {"mode": graph_module.meta[TRACE_META_KEY]["mode"], "notes": notes}
+    fallback = graph_module.meta[TRACE_META_KEY]["fallback_reason"]
+    report["trace"] = {
+        "mode": graph_module.meta[TRACE_META_KEY]["mode"], "notes": notes, "fallback_reason": fallback
+    }
+    if fallback and getattr(args, "debug", False):
+        notes.append(f"why the tracers before it failed: {fallback}")
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     before = graph_stats(graph_module)

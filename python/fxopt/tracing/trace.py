@@ -54,6 +54,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .diagnose import likely_cause, refuse_untraceable
 from .input_guard import guard_inputs
+from .quiet import torch_diagnostics_hidden
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -171,7 +172,8 @@ def trace(
         if mode not in (tried, "auto"):
             continue
         try:
-            graph_module = tracer()
+            with torch_diagnostics_hidden():
+                graph_module = tracer()
         except Exception as exc:  # any tracer failure is reported through TraceError
             failures[tried] = exc
             continue
@@ -189,15 +191,25 @@ def trace(
         info["fallback_reason"] = "; ".join(
             f"{failed}: {describe_failure(exc)}" for failed, exc in failures.items()
         )
-        warnings.warn(
-            f"fxopt.trace: traced {type(model).__name__} with {info['mode']} "
-            f"({info['fallback_reason']})",
-            TraceWarning,
-            stacklevel=2,
-        )
+        warnings.warn(_fallback_message(model, info["mode"], list(failures)), TraceWarning, stacklevel=2)
     if info["fixed_sizes"] or info["dynamic_failure"]:
         warnings.warn(_fixed_sizes_message(model, info), TraceWarning, stacklevel=2)
     return graph_module
+
+
+# Why a tracer fails on a model, in words; its exception says how (TraceInfo.fallback_reason).
+_WHY_NOT = {
+    "symbolic": "torch.fx's symbolic tracing cannot follow its Python code (it uses values a "
+    "symbolic trace only knows as placeholders)",
+    "dynamo": "Dynamo could not capture it as one graph",
+}
+
+
+def _fallback_message(model: nn.Module, used: str, failed: list[str]) -> str:
+    """Which tracer `auto` used and why, in words: no exception text, which the trace's
+    `fallback_reason` keeps (`fxopt optimize --debug` shows it)."""
+    why = "; ".join(_WHY_NOT[mode] for mode in failed)
+    return f"fxopt.trace: traced {type(model).__name__} with {used}, because {why}"
 
 
 def describe_failure(exc: BaseException) -> str:
