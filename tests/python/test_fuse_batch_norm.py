@@ -345,3 +345,31 @@ def test_a_shape_assert_does_not_block_a_fold(mode: str) -> None:
     assert count(gm, *BATCH_NORMS, torch.nn.functional.batch_norm) == 0
     assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
     check_reverse(t, gm, (x,), expected, code, states)
+
+
+class _LinearShapeCheckNorm(nn.Module):
+    """A Linear whose output's shape is read (asserted, and its size taken) before BatchNorm1d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.bn = nn.BatchNorm1d(6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        torch._assert(y.dim() == 2, "expected 2-D features")
+        return self.bn(y) * y.size(1)
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_a_shape_read_does_not_block_a_linear_fold(mode: str) -> None:
+    model = randomize_statistics(_LinearShapeCheckNorm()).eval()
+    x = torch.randn(3, 4)
+    gm = trace(model, (x,), mode, shapes=True)  # the fold needs the rank: ShapeProp records it
+    expected, code, states = outputs(gm, x), gm.code, tensor_states(gm)
+    t = FuseBatchNorm1dInLinear()
+
+    t(gm)
+    assert t.report.skipped == [] and len(t.get_transformed_nodes(gm)) == 1
+    assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
+    check_reverse(t, gm, (x,), expected, code, states)
