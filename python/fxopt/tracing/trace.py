@@ -149,7 +149,7 @@ def trace(
         mode: "symbolic", "dynamo", "export" or "auto" (symbolic, then dynamo, then export).
         dynamic: dynamo and export: keep dimensions dynamic so the graph runs on other sizes than
             the example's (export: batch, sequence and image height/width; dynamo: every
-            dimension the model does not fix, but an image's height and width).
+            dimension the model does not fix).
 
     Raises:
         ValueError: bad `mode`, an `input_names` entry that is not a forward parameter,
@@ -386,14 +386,11 @@ def _trace_dynamo(
     in export graphs; `guard_inputs` checks them again at the top of the graph.
     `dynamic=False` makes every dimension static.
 
-    An image's height and width stay static (`_with_static_image_sizes`): Dynamo's symbolic
-    reasoning about them (Swin's window partitions and padding) took 30-100 s of a 2-layer
-    Swin's trace, against about 1.5 s with them static; the graph's input checks name the size
-    it takes. A model that must run at other resolutions traces symbolically or with export.
+    Dynamic image sizes cost the most: Dynamo's symbolic reasoning (sympy) about a 2-layer
+    Swin's window partitions and padding on dynamic height and width is ~95% of its 30-40 s
+    trace (about 1.5 s with them static, which would refuse calls at other resolutions).
     """
     inputs = _export_inputs(model, names, example)
-    if dynamic:
-        inputs = _with_static_image_sizes(inputs)
     register_cache_pytrees(model)
     result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
@@ -415,21 +412,6 @@ def _trace_dynamo(
         fallback_reason=None,
     )
     return graph_module
-
-
-def _with_static_image_sizes(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The inputs, with the height and width of each image (a 4-D input whose varying dims
-    include them) marked static for Dynamo, on an alias so the caller's tensor is unmarked."""
-    marked = dict(inputs)
-    for name, value in inputs.items():
-        if not isinstance(value, torch.Tensor) or value.dim() != 4:
-            continue
-        spatial = [d for d in varying_dims(name, value) if d >= 2]
-        if spatial:
-            marked[name] = value.view(value.shape)
-            for d in spatial:
-                torch._dynamo.mark_static(marked[name], d)
-    return marked
 
 
 def record_example_values(graph_module: GraphModule) -> None:
