@@ -10,13 +10,11 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-
-import torch
 
 from fxopt.optimization import hardware
 
@@ -24,11 +22,19 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PACKAGES = ("torch", "transformers", "optimum", "onnxruntime", "onnx", "fxopt")
 
 
-def machine_description() -> list[str]:
-    """Markdown bullet lines: CPU, cores, memory, threads, fast paths, package versions, current load."""
+def machine_description(threads: Sequence[int] | None = None) -> list[str]:
+    """Markdown bullet lines: CPU, cores, memory, threads, fast paths, package versions, current load.
+
+    `threads`: the thread counts the runs set (torch.set_num_threads), which the header states
+    instead of torch's default at start."""
+    threads_line = (
+        f"torch threads per run: {', '.join(map(str, threads))}"
+        if threads
+        else hardware.threads_text()
+    )
     lines = [
         f"- CPU: {hardware.cpu_model()} (flags: {', '.join(hardware.cpu_flags()) or 'no AVX2'}), "
-        f"{os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
+        f"{os.cpu_count()} logical cores; {threads_line}",
         f"- fxopt.optimization.hardware: {hardware.describe()}",
         f"- memory: {_memory_gib():.0f} GiB; OS: {platform.platform()}; Python {platform.python_version()}",
         "- packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES),

@@ -727,7 +727,7 @@ def main() -> None:
     logging.getLogger().setLevel(logging.ERROR)  # ONNX Runtime's tools log advice to the root logger
     torch._logging.set_logs(all=logging.ERROR)  # torch.export's notes on specialised sizes
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    machine = machine_description()
+    machine = machine_description(args.threads)
     console = Console(width=220)
     rows: list[Row] = []
     per_pass: dict[str, PassEffects] = {}

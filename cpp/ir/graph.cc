@@ -182,10 +182,12 @@ std::string Graph::unique_name(std::string_view hint) {
   auto taken = [&](const std::string& name) {
     return by_name_.contains(name) || reserved_names_.contains(name);
   };
-  if (!taken(base) && !name_counters_.contains(base)) {
-    name_counters_[base] = 0;
-    return base;
-  }
+  // A free hint is taken as is, even if a node of that name existed before and was erased (fx
+  // frees erased names too, bindings/replay): the name must depend on the graph as it is, not
+  // on its history, or a session that erased and recreates a node (reverse in the session
+  // that made the forward edits) names it differently from one that imported the graph fresh,
+  // and the records naming it go stale.
+  if (!taken(base)) return base;
   uint64_t& counter = name_counters_[base];
   std::string candidate;
   do candidate = base + "_" + std::to_string(++counter);

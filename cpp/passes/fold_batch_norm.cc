@@ -36,6 +36,12 @@ std::optional<Arg> capture_batch_norm(const BatchNorm& bn) {
 void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm& bn, Arg captured,
                        BatchNormSide side, const FoldedParams& folded) {
   Rewriter& rewriter = ctx.rewriter;
+  // Reads of the op's output shape (the only users besides the batch norm a fold allows) keep
+  // reading it; reverse must not move them to the rebuilt batch norm.
+  Tuple shape_readers;
+  if (side == BatchNormSide::After)
+    for (Node* user : op.node->users())
+      if (user != bn.node) shape_readers.items.emplace_back(user->name());
   if (side == BatchNormSide::After)
     rewriter.replace_all_uses(bn.result, op.node);
   else
@@ -46,7 +52,8 @@ void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm
   Record record;
   record.set("params", std::move(params))
       .set("batch_norm", std::move(captured))
-      .set("side", side == BatchNormSide::After ? "after" : "before");
+      .set("side", side == BatchNormSide::After ? "after" : "before")
+      .set("shape_readers", std::move(shape_readers));
   set_reversal_record(rewriter, op.node, ctx.signature, record);
   ctx.changed(op.node);
 }
@@ -58,6 +65,13 @@ void restore_batch_norm(PassContext& ctx, Node* op, const RecordReader& record) 
   if (side.text() == "after") {
     std::vector<Node*> bn = rebuild_nodes(rewriter, op->next(), record.at("batch_norm"), {&op, 1});
     rewriter.replace_all_uses(op, bn.back(), /*except=*/bn.front());
+    if (std::optional<RecordField> readers = record.find("shape_readers"))
+      for (const RecordField& name : readers->items()) {
+        Node* reader = name.node(rewriter.graph());
+        Args args = reader->args();
+        args.at(0) = op;
+        rewriter.set_args(reader, std::move(args));
+      }
   } else if (side.text() == "before") {
     const Arg* data = op->input(kDataIndex, kDataKeyword);
     if (!data || !data->node()) throw PassError(*op, "its data operand is not a graph value");

@@ -9,7 +9,9 @@
 // The op node keeps its name and carries the reversal record: which module or attributes it
 // used before, and the batch norm's nodes captured with their input as a parameter
 // (rewrite/capture.h). Reverse rebuilds them on the op's output (After) or on its data operand
-// (Before), so it works on a deep copy or in a later bridge session. Weighted ops take their
+// (Before), so it works on a deep copy or in a later bridge session. After the op, its output
+// may also be read for its shape (ops/shape_read.h), which a fold keeps: the record names those
+// readers, and reverse leaves them reading the op. Weighted ops take their
 // data operand first (position 0, keyword "input").
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/conv.h"
+#include "ops/shape_read.h"
 #include "passes/fold_batch_norm.h"
 
 namespace fxopt {
@@ -39,8 +40,8 @@ void FuseBatchNormInConv::rewrite(PassContext& ctx, Node* node) const {
   if (!conv) return ctx.skip(*node, "its input is not a foldable convolution: " + why_not);
   if (only_2d_ && (conv->spatial_dims != 2 || conv->transposed))
     return ctx.skip(*node, "folds only a Conv2d into a BatchNorm2d");
-  if (bn->input->users().size() != 1)
-    return ctx.skip(*node, "the convolution's output has other users");
+  if (!only_shape_read_besides(*bn->input, *bn->node))
+    return ctx.skip(*node, "the convolution's output has other users (besides reads of its shape)");
   if (is_marked(*bn->input, ctx.signature))
     return ctx.skip(*node, "the convolution already absorbed a batch norm");
   if (conv->out_channels() != bn->features())

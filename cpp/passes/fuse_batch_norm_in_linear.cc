@@ -1,6 +1,7 @@
 #include "passes/fuse_batch_norm_in_linear.h"
 
 #include "ops/linear.h"
+#include "ops/shape_read.h"
 #include "passes/fold_batch_norm.h"
 
 namespace fxopt {
@@ -45,8 +46,8 @@ void FuseBatchNorm1dInLinear::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "its input is " + std::to_string(*rank) +
                                "-D: batch norm normalizes dim 1 while the Linear works on the "
                                "last dim");
-  if (side == BatchNormSide::After && bn->input->users().size() != 1)
-    return ctx.skip(*node, "the Linear's output has other users");
+  if (side == BatchNormSide::After && !only_shape_read_besides(*bn->input, *bn->node))
+    return ctx.skip(*node, "the Linear's output has other users (besides reads of its shape)");
   if (is_marked(*linear->node, ctx.signature))
     return ctx.skip(*node, "the Linear already absorbed a batch norm");
   int64_t features = side == BatchNormSide::After ? linear->out_features : linear->in_features;

@@ -70,6 +70,33 @@ TEST_F(FuseBatchNormInConvTest, GroupedConvTranspose2d) {
   check_module_fold(2, 2, true, false, true);
 }
 
+// timm's BatchNormAct2d asserts on the rank of the convolution's output before normalizing it
+// (issue 21): reads of the output's shape do not block the fold, keep reading the convolution,
+// and read it again after reverse, in the order they had.
+TEST_F(FuseBatchNormInConvTest, ReadsOfTheOutputShapeDoNotBlockTheFold) {
+  conv_module("conv", 2, 4, 6, 1, true);
+  bn_module("bn", 2, 6, true);
+  Node* x = b.input("x");
+  Node* conv = b.module("conv", "conv", {x});
+  Node* ndim = b.call("getattr_1", "getattr", {conv, "ndim"});
+  Node* eq = b.call("eq", "_operator.eq", {ndim, 4});
+  b.call("_assert", "torch._assert", {eq, "expected 4D input"});
+  Node* size = b.method("size", "size", {conv, 1});
+  Node* bn = b.module("bn", "bn", {conv});
+  b.output(Tuple{{bn, size}});
+  auto graph_before = structure();
+
+  PassResult forward = apply();
+  EXPECT_EQ(forward.changed, std::vector<std::string>{"conv"});
+  EXPECT_EQ(ndim->args()[0], Arg(conv));
+  EXPECT_EQ(size->args()[0], Arg(conv));
+  EXPECT_EQ(program.graph.last()->args()[0], Arg(Tuple{{conv, size}}));
+
+  apply(/*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_TRUE(program.graph.lint().empty());
+}
+
 TEST_F(FuseBatchNormInConvTest, AtenConvAndBatchNormWithGetAttrWeights) {
   attribute("c.weight", {6, 4, 3, 3});
   Node* x = b.input("x");

@@ -125,6 +125,20 @@ TEST(Graph, NamesStayFoundThroughErasesAndReuse) {
   EXPECT_EQ(g.unique_name("x1"), "x1_1");
 }
 
+TEST(Graph, AnErasedNameIsGivenAgainAsItWas) {
+  // Issue 21 item 9: a reverse in the session that made the forward edits recreates a node
+  // under the name it had; the name must not depend on what was erased before.
+  Graph g;
+  GraphBuilder b(g);
+  Node* x = b.input("x");
+  Node* bias = g.insert_before(x, NodeKind::GetAttr, Symbol::intern("b"), "bias", {});
+  g.erase(bias);
+  EXPECT_EQ(g.unique_name("bias"), "bias");
+  Node* again = g.insert_before(x, NodeKind::GetAttr, Symbol::intern("b"), "bias", {});
+  EXPECT_EQ(again->name(), "bias");
+  EXPECT_EQ(g.unique_name("bias"), "bias_1");
+}
+
 TEST(Graph, IndexFindsByKindAndTargetInOrder) {
   Graph g;
   GraphBuilder b(g);

@@ -6,7 +6,9 @@ five spellings of division by a constant, relu/gelu as module, function, method 
 add, cat, parallel Linears reading one value (some with tied weights), a Linear module called
 at several places, tuple or dict outputs, some models in float64),
 then :func:`check` traces it ("symbolic" or "export"), applies each pass alone or a composition
-in random order (``compose(..., inplace=False)``) and checks:
+in random order, ``compose(..., inplace=False)`` or in place (so reverse runs in the core session
+the forward left attached, as a user's in-place composition does), some of them chains of Linear
+passes with a precision change between them, and checks:
 
 - the input GraphModule is untouched (code and parameters);
 - a preserving result matches eager within tolerance;
@@ -19,6 +21,7 @@ runnable reproducer: the module source, the trace mode and the composition.
 
 from __future__ import annotations
 
+import copy
 import random
 import traceback
 from dataclasses import dataclass, field
@@ -139,9 +142,12 @@ def _uses(body: list[str], init: str) -> bool:
     return any(f"self.{module}(" in line for line in body)
 
 
-def generate(seed: int) -> Case:
+def generate(seed: int, dense: bool | None = None) -> Case:
+    """Case `seed`; `dense` forces (batch, features) values (Linears) or images (convolutions)."""
     rng = random.Random(seed)
     case = Case(seed, dense=rng.random() < 0.5, dtype="float64" if rng.random() < 0.2 else "float32")
+    if dense is not None:
+        case.dense = dense
     width = {"x": 6 if case.dense else 3}  # features or channels of each value
     count = 0
     linears: list[tuple[str, int, int]] = []  # (module, in, out) of the Linears made so far
@@ -292,8 +298,10 @@ def _close(ref: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
     return True
 
 
-def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]) -> str | None:
-    """None if the composition of `passes` behaves on the model `source`, else what failed."""
+def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str],
+          inplace: bool = False) -> str | None:  # fmt: skip
+    """None if the composition of `passes` behaves on the model `source`, else what failed.
+    In place, the composition transforms and reverses a copy of the trace in place."""
     try:
         model = build(source, dtype)
         with torch.no_grad():
@@ -303,11 +311,11 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
         return None  # not a model this case can test (the generator's problem, not a pass's)
     code, state, ties = gm.code, _state(gm), _ties(gm)
     members = [PASSES[p]() for p in passes]
-    composition = compose(*members, inplace=False)
+    composition = compose(*members, inplace=inplace)
     try:
         with torch.no_grad():
             traced = _flat(gm(x))
-            out = composition(gm)
+            out = composition(copy.deepcopy(gm) if inplace else gm)
             if gm.code != code or _same_state(state, _state(gm)):
                 return "transform changed its input GraphModule"
             if composition.preserves_computation and not _close(eager, _flat(out(x))):
@@ -327,71 +335,91 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
     return None
 
 
+# The passes that rewrite Linears: chains of them, with a precision change in between
+# (issue 21: MergeLinears, ChangePrecision, FuseBiasInLinear reversed in place), are drawn more
+# often than a uniform sample would draw them.
+LINEAR_PASSES = (
+    "MergeLinears()",
+    "FuseBiasInLinear()",
+    "FuseBatchNorm1dInLinear()",
+    "RecognizeLinears()",
+    "FuseLinearActivationOneDnn()",
+    "QuantizeLinearsInt8()",
+)
+PRECISIONS = ("ChangePrecision(torch.bfloat16)", "ChangePrecision(torch.float16)")
+
+
 @dataclass
 class Failure:
     seed: int
     mode: str
     passes: list[str]
+    inplace: bool
     reason: str
     reproducer: str
 
 
-def plan(seed: int) -> tuple[Case, str, list[str]]:
-    """The model, trace mode and composition of case `seed`: each pass alone in turn (so every
-    pass is tried alone every len(PASSES) cases), else a random composition in random order."""
-    case = generate(seed)
+def plan(seed: int) -> tuple[Case, str, list[str], bool]:
+    """The model, trace mode, composition and in-place flag of case `seed`: each pass alone in
+    turn (so every pass is tried alone every len(PASSES) cases); else a random composition in
+    random order, every other one a chain of Linear passes on a model with Linears and a
+    precision change between two of them; compositions run in place half of the time."""
     rng = random.Random(seed * 7919 + 1)
     mode = rng.choice(["symbolic", "export"])
     names = list(PASSES)
     if seed % 2 == 0:
-        passes = [names[(seed // 2) % len(names)]]
-    else:
-        passes = rng.sample(names, k=rng.randint(2, 6))
-    return case, mode, passes
+        return generate(seed), mode, [names[(seed // 2) % len(names)]], False
+    inplace = rng.random() < 0.5
+    if seed % 4 == 1:
+        return generate(seed), mode, rng.sample(names, k=rng.randint(2, 6)), inplace
+    passes = rng.sample(LINEAR_PASSES, k=rng.randint(2, 4))
+    passes.insert(rng.randint(1, len(passes) - 1), rng.choice(PRECISIONS))
+    return generate(seed, dense=True), mode, passes, inplace
 
 
 def run_case(seed: int) -> Failure | None:
     """Runs case `seed`."""
-    case, mode, passes = plan(seed)
+    case, mode, passes, inplace = plan(seed)
     x = case.example_input()
-    reason = check(case.source(), case.dtype, x, mode, passes)
+    reason = check(case.source(), case.dtype, x, mode, passes, inplace)
     if reason is None:
         return None
-    body, passes = _shrink(case, x, mode, passes, reason)
-    return Failure(seed, mode, passes, reason, _reproducer(case, body, mode, passes))
+    body, passes = _shrink(case, x, mode, passes, inplace, reason)
+    return Failure(seed, mode, passes, inplace, reason,
+                   _reproducer(case, body, mode, passes, inplace))  # fmt: skip
 
 
 def _fails(case: Case, x: torch.Tensor, mode: str, body: list[str], passes: list[str],
-           reason: str) -> bool:  # fmt: skip
-    got = check(case.source(body), case.dtype, x, mode, passes)
+           inplace: bool, reason: str) -> bool:  # fmt: skip
+    got = check(case.source(body), case.dtype, x, mode, passes, inplace)
     return got is not None and got.splitlines()[0] == reason.splitlines()[0]
 
 
-def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str],
+def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str], inplace: bool,
             reason: str) -> tuple[list[str], list[str]]:  # fmt: skip
     """Drops statements, then passes, one at a time while the same failure remains."""
     body = list(case.body)
     for i in reversed(range(len(body))):
         trial = body[:i] + body[i + 1 :]
-        if trial and _fails(case, x, mode, trial, passes, reason):
+        if trial and _fails(case, x, mode, trial, passes, inplace, reason):
             body = trial
     for i in reversed(range(len(passes))):
         trial = passes[:i] + passes[i + 1 :]
-        if trial and _fails(case, x, mode, body, trial, reason):
+        if trial and _fails(case, x, mode, body, trial, inplace, reason):
             passes = trial
     return body, passes
 
 
-def _reproducer(case: Case, body: list[str], mode: str, passes: list[str]) -> str:
+def _reproducer(case: Case, body: list[str], mode: str, passes: list[str], inplace: bool) -> str:
     shape = tuple(case.example_input().shape)
     return (
         case.source(body)
-        + "\nimport fxopt\nfrom fxopt.optimization import *\n"
+        + "\nimport copy\nimport fxopt\nfrom fxopt.optimization import *\n"
         + f"model = Model().to(torch.{case.dtype}).eval()\n"
         + f"x = torch.randn{shape}.to(torch.{case.dtype})\n"
         + f"gm = fxopt.trace(model, example_inputs=(x,), mode={mode!r})\n"
-        + f"c = compose({', '.join(passes)}, inplace=False)\n"
-        + "out = c(gm)\n"
+        + f"c = compose({', '.join(passes)}, inplace={inplace})\n"
+        + f"out = c({'copy.deepcopy(gm)' if inplace else 'gm'})\n"
         + "back = c(out, reverse=True)\n"
         + "print(gm(x), out(x), back(x), gm.code == back.code, sep='\\n')\n"
     )
@@ -399,7 +427,8 @@ def _reproducer(case: Case, body: list[str], mode: str, passes: list[str]) -> st
 
 def report(failure: Failure) -> str:
     return (
-        f"seed {failure.seed}, mode {failure.mode}, passes {failure.passes}: {failure.reason}\n"
+        f"seed {failure.seed}, mode {failure.mode}, passes {failure.passes}, "
+        f"inplace={failure.inplace}: {failure.reason}\n"
         f"--- reproducer ---\n{failure.reproducer}"
     )
 

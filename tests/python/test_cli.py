@@ -341,6 +341,7 @@ def test_overlapping_spreads_print_no_measurable_difference() -> None:
     assert not result["measurable"]
     assert result["speedup"] == pytest.approx(12.0 / 11.5)
     assert "no measurable difference (1.04x, rounds" in output
+    assert "verdict: no measurable difference between eager and optimized" in output
     assert result["verdict"].startswith("no measurable difference")
 
 
@@ -353,8 +354,21 @@ def test_separated_spreads_print_the_speedup_with_its_per_round_range() -> None:
     # per-round ratios: 2, 2, 2, 2, 2.5
     assert result["speedup_rounds"] == pytest.approx([2.0, 2.5])
     assert "2.00x (rounds 2.00-2.50x)" in output and "no measurable difference (" not in output
+    # Issue 21: the caption states the method, not "no measurable difference" under every table;
+    # the verdict of this run is its own line.
+    assert "no measurable difference" not in output
+    assert "verdict: optimized is 2.00x faster than eager" in output
     slower, _ = fake_bench(optimized, eager, warmup=0)
     assert slower["measurable"] and slower["verdict"].endswith("slower")
+
+
+def test_the_thread_count_is_shown_with_the_cpus_a_pinned_run_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 21: a run pinned to one CPU said "torch threads: 2" (torch's default per core).
+    from fxopt.optimization import hardware
+
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert hardware.threads_text() == "2 torch threads on 1 usable CPU"
 
 
 def test_timing_budget_stops_after_the_minimum_rounds() -> None:
@@ -464,6 +478,11 @@ def test_fast_preset_says_when_this_cpu_keeps_it_in_float32(
             ["cannot write", "missing/m.pt", "does not exist"],
         ),
         (["optimize", "{dir}/tiny_bert.json", "--save", "{dir}"], ["cannot write", "is a directory"]),
+        # So is --json (issue 21: a raw IsADirectoryError after the whole run).
+        (
+            ["optimize", "{dir}/factories.py:untraceable", "--json", "{dir}"],
+            ["cannot write", "is a directory"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(

@@ -19,6 +19,7 @@ from fxopt.optimization import (
     ChangePrecision,
     EliminateDeadCode,
     FuseBatchNorm1dInLinear,
+    FuseBatchNormInConv,
     FuseBiasInLinear,
     FuseLinearActivationOneDnn,
     MergeLinears,
@@ -33,13 +34,15 @@ def _linear_bn() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).eval()
 
 
-def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation) -> GraphModule:
+def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation,
+                inplace: bool = False) -> GraphModule:  # fmt: skip
     x = torch.randn(3, 4)
     gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
     expected = gm(x)
     state = {k: v.clone() for k, v in gm.state_dict().items()}
-    composition = compose(*members, inplace=False)
-    transformed = composition(gm)
+    composition = compose(*members, inplace=inplace)
+    # In place, reverse runs in the core session the forward left attached to the graph.
+    transformed = composition(copy.deepcopy(gm) if inplace else gm)
     if composition.preserves_computation:
         torch.testing.assert_close(transformed(x), expected)
     restored = composition(transformed, reverse=True)
@@ -76,6 +79,18 @@ def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation) -> 
 def test_composition_reverses_exactly(model, members, mode: str) -> None:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     _round_trip(model().eval(), mode, *(m() for m in members))
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_in_place_composition_reverses_a_precision_change_between_linear_passes(mode: str) -> None:
+    # Issue 21 item 9: FuseBiasInLinear erased the merged Linear's bias read and its reverse
+    # recreated it; in the session the forward left attached the core had named the read
+    # before, so it gave '<name>_1', ChangePrecision's record on it went stale, the bias stayed
+    # bfloat16, and MergeLinears' reverse found no Linear ("no longer a slice of a merged Linear").
+    torch.manual_seed(0)
+    members = (FuseBatchNormInConv(), FuseBatchNorm1dInLinear(), MergeLinears(),
+               ChangePrecision(torch.bfloat16), FuseBiasInLinear())  # fmt: skip
+    _round_trip(Parallel().eval(), mode, *members, inplace=True)
 
 
 def test_reverse_finds_a_node_another_pass_captured() -> None:

@@ -216,7 +216,9 @@ def test_shared_modules_fold_per_call_site(dialect: str) -> None:
 
     t(gm)
     assert len(t.report.changed) == 4
-    assert [reason for _, reason in t.report.skipped] == ["the convolution's output has other users"]
+    assert [reason for _, reason in t.report.skipped] == [
+        "the convolution's output has other users (besides reads of its shape)"
+    ]
     assert count(gm, *BATCH_NORMS) == 1
     assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
     assert_same_tensors(model, caller, same_storage=True)
@@ -290,3 +292,84 @@ def test_compose_with_conv_and_linear_folds_reverses() -> None:
     assert count(gm, *BATCH_NORMS) == 0
     assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
     check_reverse(both, gm, (x,), expected, code, states)
+
+
+class BatchNormAct2d(nn.BatchNorm2d):
+    """timm's BatchNormAct2d (EfficientNet's norm + activation): it asserts on the input's rank
+    with `torch._assert`, then calls F.batch_norm with its own statistics and runs the
+    activation. Not a torch.nn leaf module, so symbolic_trace records the assert."""
+
+    def __init__(self, num_features: int) -> None:
+        super().__init__(num_features)
+        self.drop = nn.Identity()
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._assert(x.ndim == 4, f"expected 4D input (got {x.ndim}D input)")
+        momentum = 0.0 if self.momentum is None else self.momentum
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        x = nn.functional.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, bn_training, momentum, self.eps
+        )
+        return self.act(self.drop(x))
+
+
+class TimmConvBnAct(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv_stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = BatchNormAct2d(8)
+        self.conv_head = nn.Conv2d(8, 4, 1, bias=False)
+        self.bn2 = BatchNormAct2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.conv_head(self.bn1(self.conv_stem(x))))
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "dynamo", "export"])
+def test_a_shape_assert_does_not_block_a_fold(mode: str) -> None:
+    # Issue 21: on timm's EfficientNet every fold was skipped ("the convolution's output has
+    # other users": BatchNormAct2d's assert on x.ndim). The folded convolution has the same
+    # output shape, so the assert keeps reading it, and reads it again after reverse.
+    import fxopt
+
+    model = randomize_statistics(TimmConvBnAct()).eval()
+    x = torch.randn(2, 3, 6, 6)
+    gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    expected, code, states = outputs(gm, x), gm.code, tensor_states(gm)
+    t = FuseBatchNormInConv()
+
+    t(gm)
+    assert t.report.skipped == []
+    assert len(t.get_transformed_nodes(gm)) == 2
+    assert count(gm, *BATCH_NORMS, torch.nn.functional.batch_norm) == 0
+    assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
+    check_reverse(t, gm, (x,), expected, code, states)
+
+
+class _LinearShapeCheckNorm(nn.Module):
+    """A Linear whose output's shape is read (asserted, and its size taken) before BatchNorm1d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.bn = nn.BatchNorm1d(6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        torch._assert(y.dim() == 2, "expected 2-D features")
+        return self.bn(y) * y.size(1)
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_a_shape_read_does_not_block_a_linear_fold(mode: str) -> None:
+    model = randomize_statistics(_LinearShapeCheckNorm()).eval()
+    x = torch.randn(3, 4)
+    gm = trace(model, (x,), mode, shapes=True)  # the fold needs the rank: ShapeProp records it
+    expected, code, states = outputs(gm, x), gm.code, tensor_states(gm)
+    t = FuseBatchNorm1dInLinear()
+
+    t(gm)
+    assert t.report.skipped == [] and len(t.get_transformed_nodes(gm)) == 1
+    assert_outputs_close(outputs(gm, x), expected, atol=1e-5, rtol=1e-5)
+    check_reverse(t, gm, (x,), expected, code, states)

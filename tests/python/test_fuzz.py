@@ -1,5 +1,6 @@
 """The bounded fuzz run (tests/python/fuzzing.py): random graphs through every built-in pass
-alone and random compositions in random order, in both trace modes. `scripts/fuzz.py --graphs
+alone and random compositions in random order (in place or not; chains of Linear passes with a
+precision change between them), in both trace modes. `scripts/fuzz.py --graphs
 10000` is the long run.
 
 Reverse must restore outputs, parameters and the code (node order included) exactly in both
@@ -12,7 +13,7 @@ import pytest
 
 import fuzzing
 
-GRAPHS = 16
+GRAPHS = 32
 
 
 @pytest.mark.parametrize("start", range(0, GRAPHS, 8))

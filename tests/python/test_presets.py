@@ -5,6 +5,7 @@ benchmark, bench/latency.py); `fxopt.optimize` and `fxopt.preset` are the one-ca
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -73,6 +74,25 @@ def test_fast_uses_bfloat16_only_where_the_cpu_has_it(monkeypatch: pytest.Monkey
     monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: True)
     assert "ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")
     assert isinstance(presets.build("ChangePrecision(dtype=bfloat16)"), ChangePrecision)
+
+
+def test_fast_without_native_bfloat16_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 21: the CLI printed a note, the Python API ran float32 silently.
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: False)
+    monkeypatch.setattr(presets, "_warned_presets", set())
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 4)
+    with pytest.warns(presets.PresetWarning, match="'fast' runs float32 here"):
+        fxopt.optimize(model, "fast", example_inputs=(x,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", presets.PresetWarning)
+        fxopt.optimize(model, "fast", example_inputs=(x,))  # once per process
+        fxopt.optimize(model, "default", example_inputs=(x,))  # nothing to say
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: True)
+    monkeypatch.setattr(presets, "_warned_presets", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", presets.PresetWarning)
+        fxopt.preset("fast")
 
 
 def test_optimize_traces_a_module_and_rejects_other_values() -> None:

@@ -265,3 +265,14 @@ def test_scale_atol_states_the_tolerance_for_magnitude_one() -> None:
     assert not fxopt.verify(reference, candidate, x, rtol=0.0, atol=0.01).ok
     scaled = fxopt.verify(reference, candidate, x, rtol=0.0, atol=0.01, scale_atol=True)
     assert scaled.ok and scaled.rows[0].atol == pytest.approx(1.0)
+
+
+def test_a_scaled_atol_and_the_pass_criterion_are_explained() -> None:
+    # Issue 21: "max rel err 251" next to "pass", and atol 0.58 where `fast` declares 0.1.
+    x = torch.tensor([[5.8, 0.001, -2.0]])
+    report = fxopt.verify(lambda t: t, lambda t: t + 0.05, (x,), rtol=0.1, atol=0.1, scale_atol=True)
+    (out,) = report.rows
+    assert out.ok and out.max_rel_err is not None and out.max_rel_err > 10
+    assert out.atol == pytest.approx(0.58)
+    assert out.note == "atol 0.1 x largest |output| 5.8"
+    assert "within atol + rtol x |reference|" in str(report)

@@ -53,8 +53,9 @@ class PassOutcome:
 
 
 def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
-    if args.save:
-        check_writable(args.save)  # before minutes of tracing and timing, not after
+    for path in (args.save, args.json):  # before minutes of tracing and timing, not after
+        if path:
+            check_writable(path)
     report: dict[str, Any] = {"model": args.model, "seconds": {}}
     timings = report["seconds"]
     transformations = _transformations(args, console)
@@ -65,7 +66,7 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     report["model_description"] = loaded.description
     report["inputs"] = _describe_inputs(inputs)
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
-    report["hardware"] = hardware.describe()
+    report["hardware"] = f"{hardware.describe()}; {hardware.threads_text()}"
     console.print(escape(f"CPU: {report['hardware']}"))
     machine_note = presets.get_preset(args.preset).machine_note() if args.passes is None else ""
     if machine_note:
@@ -77,7 +78,12 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     with _phase(console, f"tracing ({args.mode})", timings, "trace"):
         graph_module, notes = _trace(loaded, inputs, args.mode)
     notes += _record_shapes(graph_module, inputs)
-    report["trace"] = {"mode": graph_module.meta[TRACE_META_KEY]["mode"], "notes": notes}
+    fallback = graph_module.meta[TRACE_META_KEY]["fallback_reason"]
+    report["trace"] = {
+        "mode": graph_module.meta[TRACE_META_KEY]["mode"], "notes": notes, "fallback_reason": fallback
+    }
+    if fallback and getattr(args, "debug", False):
+        notes.append(f"why the tracers before it failed: {fallback}")
     for note in notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     before = graph_stats(graph_module)
@@ -136,14 +142,15 @@ def _accuracy_failure(preset: str, accuracy: presets.Accuracy, verdict: VerifyRe
     """Why the outputs fall outside what `preset` declares; '' when they are within it."""
     declared = f"cosine >= {accuracy.min_cosine}"
     if accuracy.rtol is not None or accuracy.atol is not None:
-        declared += f", rtol {accuracy.rtol}, atol {accuracy.atol}"
+        declared += f", rtol {accuracy.rtol}, atol {accuracy.atol} x an output's largest magnitude"
     problems = [
         f"{row.name} cosine {row.cosine:.6f}"
         for row in verdict.rows
         if row.cosine is not None and row.cosine < accuracy.min_cosine
     ]
     problems += [
-        f"{row.name} {row.note or f'max abs err {row.max_abs_err:.3g}'}" for row in verdict.failures
+        f"{row.name} {row.note if row.max_abs_err is None else f'max abs err {row.max_abs_err:.3g}'}"
+        for row in verdict.failures
     ]
     if not problems:
         return ""

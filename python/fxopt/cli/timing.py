@@ -98,7 +98,8 @@ def bench(
 
     The speedup is the ratio of the medians, shown with the range of the per-round ratios; when
     the two interquartile ranges overlap, the table says "no measurable difference" instead of
-    quoting a speedup that is noise.
+    quoting a speedup that is noise. The caption says how the table was measured; the verdict
+    of this run is its own line under it.
     """
     with _progress(console) as progress:
         task = progress.add_task("timing eager and optimized", total=warmup + repeats)
@@ -111,10 +112,11 @@ def bench(
             clock=clock,
         )
     speedup = Speedup.of(results["eager"], results["optimized"])
+    threads = torch.get_num_threads()
     table = Table(
-        title=f"latency, {torch.get_num_threads()} threads",
+        title=f"latency, {threads} torch thread{'s' if threads != 1 else ''}",
         caption=f"{repeats} interleaved rounds after {warmup} warm-up; speedup: ratio of medians "
-        "(range: per-round ratios); overlapping IQRs: no measurable difference",
+        "(range: per-round ratios), quoted only where the interquartile ranges (IQR) do not overlap",
     )
     for column in ("model", "median ms", "IQR ms", "min-max ms", "speedup"):
         table.add_column(column, justify="left" if column == "model" else "right")
@@ -127,6 +129,7 @@ def bench(
             "reference" if label == "eager" else speedup.text(),
         )
     console.print(table)
+    console.print(f"verdict: {_verdict(speedup)}")
     return {
         **{label: asdict(latency) for label, latency in results.items()},
         "speedup": speedup.ratio,
@@ -135,6 +138,14 @@ def bench(
         "verdict": speedup.text(),
         "threads": torch.get_num_threads(),
     }
+
+
+def _verdict(speedup: Speedup) -> str:
+    if not speedup.measurable:
+        return "no measurable difference between eager and optimized (their IQRs overlap)"
+    if speedup.ratio >= 1:
+        return f"optimized is {speedup.ratio:.2f}x faster than eager (their IQRs do not overlap)"
+    return f"optimized is slower than eager, {speedup.ratio:.2f}x its speed (their IQRs do not overlap)"
 
 
 def _progress(console: Console) -> Progress:

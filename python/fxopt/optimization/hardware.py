@@ -7,6 +7,8 @@ slower than float32 on one without.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 
@@ -79,7 +81,15 @@ def describe() -> str:
         )
         if present
     ]
+    return f"{cpu_model()} ({', '.join(cpu_flags()) or 'no AVX2'}), fast paths: {', '.join(flags) or 'none'}"
+
+
+def threads_text() -> str:
+    """torch's thread count and the CPUs this process may run on: a run pinned to one CPU
+    (taskset) still gets torch's default of one thread per core, which the CPU count shows."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = torch.get_num_threads()
     return (
-        f"{cpu_model()} ({', '.join(cpu_flags()) or 'no AVX2'}), {torch.get_num_threads()} torch "
-        f"threads, fast paths: {', '.join(flags) or 'none'}"
+        f"{threads} torch thread{'s' if threads != 1 else ''} on {usable} usable "
+        f"CPU{'s' if usable != 1 else ''}"
     )

@@ -12,7 +12,9 @@ from torch.fx import GraphModule
 from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
 from .presets import preset as build_preset
-from ..tracing.trace import Mode, trace
+from .presets import warn_machine_note
+from ..tracing.trace import Mode
+from .trace_cache import cached_trace
 
 
 @overload
@@ -51,13 +53,17 @@ def optimize(
     `all-preserving`, `aggressive`); its passes are picked for this machine. A GraphModule passed
     in is left as it was: the result is a new one, which
     ``fxopt.preset(name)(result, reverse=True)`` restores. `example_inputs`, `input_names` and
-    `mode` go to :func:`fxopt.trace`.
+    `mode` go to :func:`fxopt.trace`. A preset that runs differently on this machine (``fast``
+    without native bfloat16 runs float32) says so once per process, as a ``PresetWarning``. A
+    module is traced once per state, input signature and mode within a process
+    (`fxopt.optimization.trace_cache`); later calls apply their preset to that trace.
 
     An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
     holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
     save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
     """
     if isinstance(model, ExportedProgram):
+        warn_machine_note(preset)
         return optimize_exported_program(model, preset)
     transformation = build_preset(preset, inplace=False)
     if not isinstance(model, nn.Module):
@@ -68,5 +74,7 @@ def optimize(
     if isinstance(model, GraphModule):
         graph_module = model
     else:
-        graph_module = trace(model, input_names=input_names, example_inputs=example_inputs, mode=mode)
+        # Traced once per model state and input signature (trace_cache): trying presets on
+        # one model does not retrace it.
+        graph_module = cached_trace(model, input_names, example_inputs, mode)
     return transformation(graph_module)

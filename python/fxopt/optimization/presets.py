@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -248,12 +249,31 @@ def preset_passes(name: str) -> list[str]:
     return get_preset(name).passes()
 
 
+class PresetWarning(UserWarning):
+    """A preset does something else on this machine than it says (``fast`` without native
+    bfloat16 runs float32)."""
+
+
+_warned_presets: set[str] = set()
+
+
+def warn_machine_note(name: str) -> None:
+    """Warns, once per process and preset, what preset `name` does differently on this machine
+    (the CLI prints the same note itself)."""
+    note = get_preset(name).machine_note()
+    if note and name not in _warned_presets:
+        _warned_presets.add(name)
+        warnings.warn(note, PresetWarning, stacklevel=3)
+
+
 def preset(name: str, *, inplace: bool = False) -> Transformation:
     """Preset `name` as one transformation (a `compose` of its passes on this machine).
 
     With ``inplace=False`` (the default) applying it returns a new GraphModule and leaves the
-    input as it was; the result can be reversed with ``reverse=True``.
+    input as it was; the result can be reversed with ``reverse=True``. A preset that runs
+    differently on this machine says so once, as a :class:`PresetWarning`.
     """
+    warn_machine_note(name)
     return compose(*build_all(preset_passes(name)), inplace=inplace)
 
 

@@ -52,7 +52,9 @@ from torch import nn
 from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
+from .diagnose import likely_cause, refuse_untraceable
 from .input_guard import guard_inputs
+from .quiet import torch_diagnostics_hidden
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -83,14 +85,21 @@ _PACKAGE_DIRS = (
 class TraceError(RuntimeError):
     """A model could not be traced by any of the modes tried.
 
-    The message names each mode tried with the exception type, first line and the model source
-    line where it failed; `failures` maps each mode to its exception for closer inspection.
+    The first line names the likely cause where the example inputs show it (`cause`: an empty
+    dimension, float ids); then each mode tried with the exception type, first line and the
+    model source line where it failed; `failures` maps each mode to its exception for closer
+    inspection.
     """
 
-    def __init__(self, model: nn.Module, failures: dict[str, BaseException]) -> None:
+    def __init__(
+        self, model: nn.Module, failures: dict[str, BaseException], cause: str | None = None
+    ) -> None:
         self.failures = failures
+        self.cause = cause
+        because = f": {cause}" if cause else ""
         lines = [
-            f"fxopt.trace could not trace {type(model).__name__} (tried: {', '.join(failures)})"
+            f"fxopt.trace could not trace {type(model).__name__}{because} "
+            f"(tried: {', '.join(failures)})"
         ]
         lines += [f"  {mode}: {describe_failure(exc)}" for mode, exc in failures.items()]
         super().__init__("\n".join(lines))
@@ -143,12 +152,14 @@ def trace(
             dimension the model does not fix).
 
     Raises:
-        ValueError: bad `mode`, an `input_names` entry that is not a forward parameter, or
-            example inputs that do not match the input names.
+        ValueError: bad `mode`, an `input_names` entry that is not a forward parameter,
+            example inputs that do not match the input names, or a model on the meta device.
+        TypeError: a TorchScript module (torch.jit.script / torch.jit.trace).
         TraceError: no mode tried could trace the model.
     """
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}, not {mode!r}")
+    refuse_untraceable(model)
     example = _bind_example_inputs(model, example_inputs)
     names = _resolve_input_names(model, input_names, example)
     failures: dict[str, BaseException] = {}
@@ -161,28 +172,44 @@ def trace(
         if mode not in (tried, "auto"):
             continue
         try:
-            graph_module = tracer()
+            with torch_diagnostics_hidden():
+                graph_module = tracer()
         except Exception as exc:  # any tracer failure is reported through TraceError
             failures[tried] = exc
             continue
         break
     else:
         last = failures[list(failures)[-1]]
-        raise TraceError(model, failures) from last
+        cause = likely_cause(model, example)
+        if cause is None:
+            raise TraceError(model, failures) from last
+        # The cause is named; the tracers' hundreds of frames would only bury it (they stay in
+        # `failures`).
+        raise TraceError(model, failures, cause) from None
     info: TraceInfo = graph_module.meta[TRACE_META_KEY]
     if failures:
         info["fallback_reason"] = "; ".join(
             f"{failed}: {describe_failure(exc)}" for failed, exc in failures.items()
         )
-        warnings.warn(
-            f"fxopt.trace: traced {type(model).__name__} with {info['mode']} "
-            f"({info['fallback_reason']})",
-            TraceWarning,
-            stacklevel=2,
-        )
+        warnings.warn(_fallback_message(model, info["mode"], list(failures)), TraceWarning, stacklevel=2)
     if info["fixed_sizes"] or info["dynamic_failure"]:
         warnings.warn(_fixed_sizes_message(model, info), TraceWarning, stacklevel=2)
     return graph_module
+
+
+# Why a tracer fails on a model, in words; its exception says how (TraceInfo.fallback_reason).
+_WHY_NOT = {
+    "symbolic": "torch.fx's symbolic tracing cannot follow its Python code (it uses values a "
+    "symbolic trace only knows as placeholders)",
+    "dynamo": "Dynamo could not capture it as one graph",
+}
+
+
+def _fallback_message(model: nn.Module, used: str, failed: list[str]) -> str:
+    """Which tracer `auto` used and why, in words: no exception text, which the trace's
+    `fallback_reason` keeps (`fxopt optimize --debug` shows it)."""
+    why = "; ".join(_WHY_NOT[mode] for mode in failed)
+    return f"fxopt.trace: traced {type(model).__name__} with {used}, because {why}"
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -358,6 +385,10 @@ def _trace_dynamo(
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
     in export graphs; `guard_inputs` checks them again at the top of the graph.
     `dynamic=False` makes every dimension static.
+
+    Dynamic image sizes cost the most: Dynamo's symbolic reasoning (sympy) about a 2-layer
+    Swin's window partitions and padding on dynamic height and width is ~95% of its 30-40 s
+    trace (about 1.5 s with them static, which would refuse calls at other resolutions).
     """
     inputs = _export_inputs(model, names, example)
     register_cache_pytrees(model)

@@ -66,6 +66,12 @@ _COLUMNS = (
     "note",
 )
 _NUMERIC_COLUMNS = ("max abs err", "max rel err", "cosine", "rtol", "atol")
+CRITERION = (
+    "pass: every element within atol + rtol x |reference| (torch.isclose), so a large max rel "
+    "err where the reference is near 0 can pass; atol is scaled by an output's largest "
+    "magnitude above 1 (note column)"
+)
+"""How a row passes, printed under every table: the relative error alone is not the test."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +141,13 @@ class VerifyReport:
         lines.insert(1, "  ".join("-" * width for width in widths))
         failed = len(self.failures)
         verdict = "verify: ok" if self.ok else f"verify: FAILED ({failed} of {len(self.rows)} rows)"
-        return "\n".join([*lines, verdict])
+        return "\n".join([*lines, CRITERION, verdict])
 
     def rich_table(self) -> Table:
         """The same table as a rich Table, failures in red."""
         from rich.table import Table
 
-        table = Table(title="fxopt.verify: " + ("ok" if self.ok else "FAILED"))
+        table = Table(title="fxopt.verify: " + ("ok" if self.ok else "FAILED"), caption=CRITERION)
         for column in _COLUMNS:
             table.add_column(column, justify="right" if column in _NUMERIC_COLUMNS else "left")
         for row in self.rows:
@@ -254,8 +260,12 @@ def _compare(
         default_tolerance(expected.dtype), default_tolerance(actual.dtype)
     )
     rtol = default_rtol if rtol is None else rtol
+    note = ""
     if atol is None or scale_atol:
-        atol = (default_atol if atol is None else atol) * _magnitude(expected)
+        stated, magnitude = (default_atol if atol is None else atol), _magnitude(expected)
+        atol = stated * magnitude
+        if magnitude > 1:  # say where a tolerance larger than the stated one comes from
+            note = f"atol {_number(stated)} x largest |output| {_number(magnitude)}"
     max_abs, max_rel, close = _errors(expected, actual, rtol, atol)
     return VerifyRow(
         name,
@@ -267,6 +277,7 @@ def _compare(
         cosine=cosine_similarity(expected, actual),
         rtol=rtol,
         atol=atol,
+        note=note,
     )
 
 
