@@ -5,9 +5,10 @@ from __future__ import annotations
 from .optimization.compile_backend import register as _register_compile_backend
 from .optimization.optimize import optimize
 from .optimization.presets import preset
+from .storage.graph_file import load, save
 from .tracing.trace import trace
 from .verification.verify import VerifyReport, verify
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 
-__all__ = ["optimize", "preset", "trace", "verify", "VerifyReport"]
+__all__ = ["load", "optimize", "preset", "save", "trace", "verify", "VerifyReport"]

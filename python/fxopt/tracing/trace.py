@@ -53,6 +53,7 @@ from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .input_guard import guard_inputs
+from .model_names import restore_model_names
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -356,13 +357,15 @@ def _trace_dynamo(
     `torch._dynamo.export` returns a GraphModule whose forward takes the inputs by name (or
     position) and rebuilds the model's own output type through pytree specs; its guards are
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
-    in export graphs; `guard_inputs` checks them again at the top of the graph.
+    in export graphs; `guard_inputs` checks them again at the top of the graph. Weights get
+    the model's names and module tree back (`restore_model_names`).
     `dynamic=False` makes every dimension static.
     """
     inputs = _export_inputs(model, names, example)
     register_cache_pytrees(model)
     result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
+    restore_model_names(graph_module, model)
     record_example_values(graph_module)
     placeholders = graph_module.graph.find_nodes(op="placeholder")
     dynamic_dims = {
