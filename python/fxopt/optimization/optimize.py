@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import overload
 
@@ -13,6 +14,7 @@ from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
 from .presets import preset as build_preset
 from ..tracing.trace import Mode, trace
+from ..tracing.train_mode import TrainModeWarning, eval_mode, in_train_mode, train_mode_message
 
 
 @overload
@@ -53,6 +55,9 @@ def optimize(
     ``fxopt.preset(name)(result, reverse=True)`` restores. `example_inputs`, `input_names` and
     `mode` go to :func:`fxopt.trace`.
 
+    A model in train() mode is optimized as in eval() (dropout off, batch norms on running
+    statistics, so they fold), with one `TrainModeWarning` saying so; the model keeps its mode.
+
     An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
     holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
     save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
@@ -66,7 +71,15 @@ def optimize(
             f"not {type(model).__name__}"
         )
     if isinstance(model, GraphModule):
-        graph_module = model
-    else:
+        return transformation(model)
+    if in_train_mode(model):
+        action = (
+            "fxopt.optimize optimizes for inference, so it traced and optimized it as in eval() "
+            "(the model itself stays in train mode)"
+        )
+        warnings.warn(train_mode_message(model, action), TrainModeWarning, stacklevel=2)
+    # The preset copies the traced graph (inplace=False) while the model is in eval mode, so
+    # the result keeps eval-mode modules when the model's own modes are put back.
+    with eval_mode(model):
         graph_module = trace(model, input_names=input_names, example_inputs=example_inputs, mode=mode)
-    return transformation(graph_module)
+        return transformation(graph_module)

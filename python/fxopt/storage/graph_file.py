@@ -34,6 +34,7 @@ from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
 from torch.utils._pytree import treespec_dumps, treespec_loads
 
 from ..engine.bridge import APPLIED_ATTR, MARKS_KEY
+from ..tracing import signature
 from .values import Encoder, Plain, StorageError, callable_name, decode, resolve
 
 FORMAT = "fxopt.graph"
@@ -41,7 +42,7 @@ VERSION = 1
 # Node metadata fxopt writes and reads back: marks and reversal records.
 _NODE_META = (MARKS_KEY, "fxopt_reversal")
 # Graph-level records (`gm.meta`) kept: how the graph was traced, which inputs it takes.
-_GRAPH_META = ("fxopt_trace", "fxopt_signature")
+_GRAPH_META = ("fxopt_trace", signature.SIGNATURE_META_KEY)
 # export's input check: a call_module node whose module holds generated code.
 _GUARDS_FN = "_guards_fn"
 
@@ -115,6 +116,7 @@ def from_plain(data: dict[str, Any]) -> GraphModule:
     applied = decode(data["applied"], nodes, tensors)
     if applied is not None:
         graph_module.__dict__[APPLIED_ATTR] = applied
+    signature.install(graph_module)
     return graph_module
 
 

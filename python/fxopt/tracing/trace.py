@@ -54,6 +54,8 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .input_guard import guard_inputs
 from .model_names import restore_model_names
+from . import signature
+from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -130,7 +132,8 @@ def trace(
     """Trace `model` into a GraphModule that computes what `model` computes.
 
     Args:
-        model: the module to trace, in the mode (eval / train) its graph should capture.
+        model: the module to trace, in the mode (eval / train) its graph should capture; a
+            model in train mode is traced as it is, with a `TrainModeWarning`.
         input_names: forward parameters that stay graph inputs; the others are fixed to their
             default values. Default: the names `example_inputs` binds to, else, for a transformers
             model, its main input plus attention_mask / decoder_input_ids where they apply, else
@@ -171,6 +174,9 @@ def trace(
         last = failures[list(failures)[-1]]
         raise TraceError(model, failures) from last
     info: TraceInfo = graph_module.meta[TRACE_META_KEY]
+    if in_train_mode(model) and not isinstance(model, GraphModule):
+        action = "fxopt.trace traced it as it is, so the graph keeps them"
+        warnings.warn(train_mode_message(model, action), TrainModeWarning, stacklevel=2)
     if failures:
         info["fallback_reason"] = "; ".join(
             f"{failed}: {describe_failure(exc)}" for failed, exc in failures.items()
@@ -375,6 +381,7 @@ def _trace_dynamo(
         and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
     }
     guard_inputs(graph_module, list(inputs))
+    signature.record(graph_module, model, list(inputs))
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="dynamo",
         input_names=list(inputs),
@@ -415,6 +422,7 @@ def _trace_export(
     graph_module = program.module()
     assert isinstance(graph_module, GraphModule)  # torch documents .module() as returning one
     _accept_positional_or_keyword(graph_module)
+    signature.record(graph_module, model, list(inputs))
     if dynamic_failure is None:
         fixed = _fixed_sizes(graph_module, inputs, requested)
     else:
