@@ -121,9 +121,9 @@ def test_loads_in_a_fresh_process_without_the_models_class(tmp_path: Path) -> No
 
 def test_a_graph_with_a_value_it_cannot_write_names_the_node(tmp_path: Path) -> None:
     graph_module = fxopt.trace(nn.Linear(2, 2), mode="symbolic")
-    node = next(iter(graph_module.graph.find_nodes(op="call_module")))
+    node = next(n for n in graph_module.graph.nodes if n.op == "call_function")
     node.kwargs = {"tag": object()}
-    with pytest.raises(StorageError, match="node 'body|node 'linear|node '"):
+    with pytest.raises(StorageError, match=f"node '{node.name}' .*cannot save a value of type object"):
         fxopt.save(graph_module, tmp_path / "bad.fxopt")
 
 

@@ -13,8 +13,8 @@ optional forward parameter). Without this check a call with an input the trace d
 * refuses anything else with one TypeError line naming the input and the `input_names=[...]`
   to trace with.
 
-The record (`gm.meta["fxopt_signature"]`, plain data) survives deepcopy and `fxopt.save`; the
-hook is a module-level function, so copies and loaded graphs get it too (`install`).
+The record (`gm.meta["fxopt_signature"]`, plain data) survives deepcopy and `fxopt.save`, and
+`install` puts the hook back on deep copies and loaded graphs.
 """
 
 from __future__ import annotations
@@ -67,9 +67,17 @@ def record(graph_module: GraphModule, model: nn.Module, inputs: list[str]) -> No
 
 
 def install(graph_module: GraphModule) -> None:
-    """Put the check in front of `graph_module`'s forward, if it has a signature record."""
-    if SIGNATURE_META_KEY in graph_module.meta:
+    """Put the check in front of `graph_module`'s forward, if it has a signature record.
+
+    A GraphModule's deep copy (what `compose(inplace=False)` and presets return) keeps no
+    forward hooks but runs its deepcopy hooks, so this one installs the check on each copy.
+    """
+    if SIGNATURE_META_KEY not in graph_module.meta:
+        return
+    if check_call not in graph_module._forward_pre_hooks.values():
         graph_module.register_forward_pre_hook(check_call, with_kwargs=True, prepend=True)
+    if install not in graph_module._deepcopy_hooks:
+        graph_module._register_deepcopy_hook(install)
 
 
 def check_call(
