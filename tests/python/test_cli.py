@@ -21,9 +21,9 @@ import pytest
 import torch
 from rich.console import Console
 
-from fxopt.cli import main, optimize, save, timing
-from fxopt.storage import graph_file
 import fxopt as fxopt_package
+from fxopt.cli import main, optimize, timing
+from fxopt.storage import graph_file
 from fxopt.optimization import hardware, presets
 
 TINY_BERT = {

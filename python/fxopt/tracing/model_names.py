@@ -49,7 +49,7 @@ def restore_model_names(graph_module: GraphModule, model: nn.Module) -> None:
     for table in ("_parameters", "_buffers", "_modules"):
         getattr(graph_module, table).clear()
     graph_module._non_persistent_buffers_set.clear()
-    copies = {"": graph_module}
+    copies: dict[str, nn.Module] = {"": graph_module}
     for path, module in model.named_modules(remove_duplicate=False):
         if path:
             parent, _, leaf = path.rpartition(".")
