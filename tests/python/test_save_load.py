@@ -131,3 +131,26 @@ def test_a_file_not_written_by_fxopt_is_refused(tmp_path: Path) -> None:
     torch.save({"weights": torch.ones(1)}, tmp_path / "other.pt")
     with pytest.raises(StorageError, match="not a file written by fxopt.save"):
         fxopt.load(tmp_path / "other.pt")
+
+
+def test_a_cache_output_loads_in_a_fresh_process_without_the_models_module(tmp_path: Path) -> None:
+    # pytree knows transformers' Cache classes only once registered: loading registers them
+    # from the names the file holds, and never imports the model's own module (gpt2).
+    model, traced, inputs = _trace("GPT-2")
+    path = tmp_path / "gpt2.fxopt"
+    fxopt.save(fxopt.preset("default")(traced), path)
+    torch.save(inputs, tmp_path / "inputs.pt")
+    with torch.no_grad():
+        expected = model(**inputs)
+    torch.save(_leaves(expected), tmp_path / "expected.pt")
+    code = (
+        "import sys, torch, fxopt\n"
+        f"gm = fxopt.load({str(path)!r})\n"
+        f"out = gm(**torch.load({str(tmp_path / 'inputs.pt')!r}))\n"
+        "leaves = [x for x in torch.utils._pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]\n"
+        f"for a, b in zip(leaves, torch.load({str(tmp_path / 'expected.pt')!r}), strict=True):\n"
+        "    torch.testing.assert_close(a, b)\n"
+        "assert type(out.past_key_values).__name__ == 'DynamicCache'\n"
+        "assert 'transformers.models.gpt2.modeling_gpt2' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -24,14 +24,16 @@ and can be optimized or reversed further.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 from torch.fx import Graph, GraphModule, Node
 from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
-from torch.utils._pytree import treespec_dumps, treespec_loads
+from torch.utils._pytree import SERIALIZED_TYPE_TO_PYTHON_TYPE, TreeSpec, treespec_dumps, treespec_loads
 
 from ..engine.bridge import APPLIED_ATTR, MARKS_KEY
 from ..tracing import signature
@@ -234,5 +236,34 @@ def _codegen_to_plain(codegen: CodeGen) -> dict[str, Plain]:
 def _codegen_from_plain(data: dict[str, Any]) -> CodeGen:
     if data["kind"] == "plain":
         return CodeGen()
-    out_spec = None if data["out_spec"] is None else treespec_loads(data["out_spec"])
-    return _PyTreeCodeGen(_PyTreeInfo(data["orig_args"], treespec_loads(data["in_spec"]), out_spec))
+    out_spec = None if data["out_spec"] is None else _spec_from_json(data["out_spec"])
+    return _PyTreeCodeGen(_PyTreeInfo(data["orig_args"], _spec_from_json(data["in_spec"]), out_spec))
+
+
+def _spec_from_json(spec: str) -> TreeSpec:
+    """`treespec_loads`, once every node type the spec names is registered with pytree.
+
+    pytree finds a type by its serialized name only once it is registered: a transformers
+    ModelOutput class registers itself when its module is imported; transformers' Cache classes
+    are registered by its exporter (as tracing did), which is asked only when a file names one.
+    """
+    for name in _type_names(json.loads(spec)):
+        if name in SERIALIZED_TYPE_TO_PYTHON_TYPE:
+            continue
+        cls = resolve(name.replace(":", "."))  # transformers names its caches `module:Class`
+        if name not in SERIALIZED_TYPE_TO_PYTHON_TYPE and cls.__module__.startswith("transformers."):
+            from transformers.exporters.exporter_dynamo import register_pytree_node
+
+            register_pytree_node(cls)
+    return treespec_loads(spec)
+
+
+def _type_names(node: Any) -> Iterator[str]:
+    """The node type names in a `treespec_dumps` JSON value."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _type_names(item)
+    elif isinstance(node, dict):
+        if isinstance(node.get("type"), str):
+            yield node["type"]
+        yield from _type_names(node.get("children_spec", []))
