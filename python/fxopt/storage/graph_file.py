@@ -12,7 +12,9 @@ This file format instead holds the graph itself, written with plain data (`stora
   by name when loading);
 * ``modules``: the module tree, per path its class when it is one of `torch.nn`'s (rebuilt with
   its plain attributes, `in_features`, `eps`...) or a plain `nn.Module` otherwise, and its
-  parameters and buffers (tied tensors stored once);
+  parameters and buffers (tied tensors stored once; a None slot, a Conv2d's missing bias,
+  stays None); a nested GraphModule (the body of a higher-order op Dynamo records, e.g. an
+  autograd.Function in BLOOM) is written as a graph of its own;
 * ``meta``: `gm.meta["fxopt_trace"]` and the other graph-level records fxopt keeps.
 
 The file is a `torch.save` of that dict and loads with `weights_only=True`: loading runs no code
@@ -37,6 +39,7 @@ from torch.utils._pytree import SERIALIZED_TYPE_TO_PYTHON_TYPE, TreeSpec, treesp
 
 from ..engine.bridge import APPLIED_ATTR, MARKS_KEY
 from ..tracing import signature
+from ..tracing.model_names import keeps_torch_nn_class
 from .values import Encoder, Plain, StorageError, callable_name, decode, resolve
 
 FORMAT = "fxopt.graph"
@@ -72,23 +75,12 @@ def load(path: str | os.PathLike[str]) -> GraphModule:
 def to_plain(graph_module: GraphModule) -> dict[str, Any]:
     """`graph_module` as the dict `save` writes."""
     encoder = Encoder()
-    dropped = {
-        node.name
-        for node in graph_module.graph.find_nodes(op="call_module", target=_GUARDS_FN)
-        if not node.users
-    }
-    nodes = [
-        _node_to_plain(node, encoder)
-        for node in graph_module.graph.nodes
-        if node.name not in dropped
-    ]
     modules = _modules_to_plain(graph_module, encoder)
     return {
         "format": FORMAT,
         "version": VERSION,
         "class_name": type(graph_module).__name__,
-        "nodes": nodes,
-        "codegen": _codegen_to_plain(graph_module.graph._codegen),
+        "graph": _graph_to_plain(graph_module, encoder),
         "modules": modules,
         "meta": {key: encoder.encode(graph_module.meta[key]) for key in _GRAPH_META if key in graph_module.meta},
         "applied": encoder.encode(graph_module.__dict__.get(APPLIED_ATTR)),
@@ -100,6 +92,30 @@ def from_plain(data: dict[str, Any]) -> GraphModule:
     tensors: list[torch.Tensor] = data["tensors"]
     graph_module = GraphModule(nn.Module(), Graph(), data["class_name"])
     _modules_from_plain(graph_module, data["modules"], tensors)
+    graph_module.graph = _graph_from_plain(data["graph"], tensors)  # setter: owner, recompile
+    graph_module.meta.update({k: decode(v, {}, tensors) for k, v in data["meta"].items()})
+    applied = decode(data["applied"], {}, tensors)
+    if applied is not None:
+        graph_module.__dict__[APPLIED_ATTR] = applied
+    signature.install(graph_module)
+    return graph_module
+
+
+def _graph_to_plain(graph_module: GraphModule, encoder: Encoder) -> dict[str, Plain]:
+    dropped = {
+        node.name
+        for node in graph_module.graph.find_nodes(op="call_module", target=_GUARDS_FN)
+        if not node.users
+    }
+    return {
+        "nodes": [
+            _node_to_plain(node, encoder) for node in graph_module.graph.nodes if node.name not in dropped
+        ],
+        "codegen": _codegen_to_plain(graph_module.graph._codegen),
+    }
+
+
+def _graph_from_plain(data: dict[str, Any], tensors: list[torch.Tensor]) -> Graph:
     graph = Graph()
     graph._codegen = _codegen_from_plain(data["codegen"])
     nodes: dict[str, Node] = {}
@@ -113,13 +129,7 @@ def from_plain(data: dict[str, Any]) -> GraphModule:
             raise StorageError(f"node {entry['name']!r} could not keep its name")
         node.meta.update({k: decode(v, nodes, tensors) for k, v in entry["meta"].items()})
         nodes[node.name] = node
-    graph_module.graph = graph  # setter: owning module, then recompile
-    graph_module.meta.update({k: decode(v, nodes, tensors) for k, v in data["meta"].items()})
-    applied = decode(data["applied"], nodes, tensors)
-    if applied is not None:
-        graph_module.__dict__[APPLIED_ATTR] = applied
-    signature.install(graph_module)
-    return graph_module
+    return graph
 
 
 def _node_to_plain(node: Node, encoder: Encoder) -> dict[str, Plain]:
@@ -144,8 +154,9 @@ def _modules_to_plain(graph_module: GraphModule, encoder: Encoder) -> list[dict[
         if path == _GUARDS_FN:
             continue
         cls = type(module)
-        keeps_class = bool(path) and cls.__module__.startswith("torch.nn.")
-        if path in called and not keeps_class:
+        keeps_class = bool(path) and keeps_torch_nn_class(cls)
+        nested = bool(path) and isinstance(module, GraphModule)
+        if path in called and not (keeps_class or nested):
             raise StorageError(
                 f"module {path!r} is a {cls.__module__}.{cls.__qualname__} the graph calls; "
                 "only torch.nn modules can be saved"
@@ -163,40 +174,54 @@ def _modules_to_plain(graph_module: GraphModule, encoder: Encoder) -> list[dict[
             {
                 "path": path,
                 "class": f"{cls.__module__}.{cls.__qualname__}" if keeps_class else None,
+                "graph": _graph_to_plain(module, encoder) if nested else None,
                 "training": module.training,
                 "attributes": attributes,
-                "parameters": [[n, encoder.tensor(p)] for n, p in module._parameters.items() if p is not None],
+                "parameters": [[n, _slot(encoder, p)] for n, p in module._parameters.items()],
                 "buffers": [
-                    [n, encoder.tensor(b), n not in module._non_persistent_buffers_set]
+                    [n, _slot(encoder, b), n not in module._non_persistent_buffers_set]
                     for n, b in module._buffers.items()
-                    if b is not None
                 ],
                 "tensors": [
                     [n, encoder.tensor(v)]
                     for n, v in module.__dict__.items()
-                    if isinstance(v, torch.Tensor) and not keeps_class
+                    if isinstance(v, torch.Tensor) and not keeps_class and not nested
                 ],
             }
         )
     return entries
 
 
+def _slot(encoder: Encoder, tensor: torch.Tensor | None) -> int | None:
+    """A parameter or buffer slot: its tensor's index, or None for a slot that holds None (a
+    Conv2d without bias), which the module's code reads as an attribute all the same."""
+    return None if tensor is None else encoder.tensor(tensor)
+
+
 def _modules_from_plain(root: GraphModule, entries: list[dict[str, Any]], tensors: list[torch.Tensor]) -> None:
+    nested: list[tuple[GraphModule, dict[str, Any]]] = []  # graphs set once their attributes exist
     for entry in entries:
         path = entry["path"]
+        module: nn.Module
+        if not path:
+            module = root
+        elif entry["graph"] is not None:
+            module = GraphModule(nn.Module(), Graph())
+            nested.append((module, entry["graph"]))
+        else:
+            module = _empty_module(entry["class"], {k: decode(v, {}, tensors) for k, v in entry["attributes"].items()})
         if path:
             parent, _, leaf = path.rpartition(".")
-            module = _empty_module(entry["class"], {k: decode(v, {}, tensors) for k, v in entry["attributes"].items()})
             root.get_submodule(parent).add_module(leaf, module)
-        else:
-            module = root
         module.training = entry["training"]
         for name, index in entry["parameters"]:
-            module.register_parameter(name, tensors[index])
+            module.register_parameter(name, None if index is None else tensors[index])
         for name, index, persistent in entry["buffers"]:
-            module.register_buffer(name, tensors[index], persistent=persistent)
+            module.register_buffer(name, None if index is None else tensors[index], persistent=persistent)
         for name, index in entry["tensors"]:
             setattr(module, name, tensors[index])
+    for graph_module, graph in nested:
+        graph_module.graph = _graph_from_plain(graph, tensors)
 
 
 def _empty_module(class_name: str | None, attributes: dict[str, Any]) -> nn.Module:

@@ -20,6 +20,7 @@ A lifted value the model does not hold (a constant Dynamo made) keeps its name.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -86,11 +87,22 @@ def _place(root: nn.Module, target: str, value: Any) -> None:
         setattr(module, leaf, value)
 
 
+def keeps_torch_nn_class(cls: type) -> bool:
+    """Whether a module of class `cls` is rebuilt as that class: one of torch.nn's own, found
+    again by its name (not a class made at run time, such as a parametrized Conv1d's)."""
+    if not cls.__module__.startswith("torch.nn."):
+        return False
+    found: object = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
+
+
 def _skeleton(module: nn.Module) -> nn.Module:
     """An empty module standing for `module` in the tree: its class and plain attributes when it
     is one of torch.nn's own, a plain nn.Module otherwise; no parameters, buffers or children."""
     cls = type(module)
-    if not cls.__module__.startswith("torch.nn."):
+    if not keeps_torch_nn_class(cls):
         skeleton = nn.Module()
     else:
         skeleton = cls.__new__(cls)
