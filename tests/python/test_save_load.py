@@ -52,10 +52,17 @@ def _trace(name: str, mode: str = "auto") -> tuple[nn.Module, torch.fx.GraphModu
     return model, graph_module, inputs
 
 
-# A representative subset of the matrix: encoder, decoder with a Cache output, encoder-decoder
-# with an EncoderDecoderCache, a vision transformer, a CNN with batch norms.
-@pytest.mark.parametrize("name", ["BERT", "GPT-2", "LLaMA", "T5", "ViT", "ResNet"])
-@pytest.mark.parametrize("preset", [None, "default", "fast"])
+# A representative subset of the matrix: encoder, decoders with a Cache output, encoder-decoder
+# with an EncoderDecoderCache, a vision transformer, a CNN with batch norms; BLOOM's Dynamo
+# graph holds a nested GraphModule (an autograd.Function body), EfficientNet's symbolic one
+# calls Conv2d modules without bias; Wav2Vec2 has a weight-norm parametrized Conv1d.
+_CASES = [
+    *((name, preset) for name in ("BERT", "GPT-2") for preset in (None, "default", "fast")),
+    *((name, "default") for name in ("LLaMA", "T5", "ViT", "ResNet", "BLOOM", "EfficientNet", "Wav2Vec2")),
+]
+
+
+@pytest.mark.parametrize(("name", "preset"), _CASES)
 def test_saved_graph_loads_computes_the_same_and_reverses(name: str, preset: str | None, tmp_path: Path) -> None:
     model, traced, inputs = _trace(name)
     graph_module = traced if preset is None else fxopt.preset(preset)(traced)
