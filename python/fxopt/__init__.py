@@ -8,7 +8,8 @@ from .optimization.presets import preset
 from .storage.graph_file import load, save
 from .tracing.trace import trace
 from .verification.verify import VerifyReport, verify
+from . import tuning
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 
-__all__ = ["load", "optimize", "preset", "save", "trace", "verify", "VerifyReport"]
+__all__ = ["load", "optimize", "preset", "save", "trace", "tuning", "verify", "VerifyReport"]
