@@ -5,10 +5,11 @@ from __future__ import annotations
 from .optimization.compile_backend import register as _register_compile_backend
 from .optimization.optimize import optimize
 from .optimization.presets import preset
+from .storage.graph_file import load, save
 from .tracing.trace import trace
 from .verification.verify import VerifyReport, verify
 from . import tuning
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 
-__all__ = ["optimize", "preset", "trace", "tuning", "verify", "VerifyReport"]
+__all__ = ["load", "optimize", "preset", "save", "trace", "tuning", "verify", "VerifyReport"]

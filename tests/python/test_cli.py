@@ -21,7 +21,9 @@ import pytest
 import torch
 from rich.console import Console
 
-from fxopt.cli import main, optimize, save, timing
+import fxopt as fxopt_package
+from fxopt.cli import main, optimize, timing
+from fxopt.storage import graph_file
 from fxopt.optimization import hardware, presets
 
 TINY_BERT = {
@@ -77,7 +79,7 @@ FACTORIES = textwrap.dedent(
 )
 
 # Runs a saved artifact where the named packages cannot be imported, and compares it with the
-# expected output: a .pt with torch.load, a .pt2 with torch.export.load.
+# expected output: a .pt with fxopt.load, a .pt2 with torch.export.load.
 LOAD_WITHOUT = textwrap.dedent(
     """
     import sys
@@ -97,7 +99,9 @@ LOAD_WITHOUT = textwrap.dedent(
     if artifact.endswith(".pt2"):
         module = torch.export.load(artifact).module()
     else:
-        module = torch.load(artifact, weights_only=False)
+        import fxopt
+
+        module = fxopt.load(artifact)
     output = module(**inputs) if isinstance(inputs, dict) else module(*inputs)
     torch.testing.assert_close(output, expected)
     assert not [name for name in sys.modules if name.split(".")[0] in blocked]
@@ -197,7 +201,7 @@ def test_optimize_factory_writes_json_and_a_standalone_artifact(workdir: Path) -
     assert bench["speedup"] > 0 and low <= high
     assert bench["verdict"].startswith("no measurable difference") != bench["measurable"]
     assert "fast paths:" in report["hardware"] and "CPU:" in result.stdout
-    assert report["saved"]["path"] == str(artifact) and "torch.load" in report["saved"]["load"]
+    assert report["saved"] == {"path": str(artifact), "load": f"fxopt.load({str(artifact)!r})"}
 
     sys.path.insert(0, str(workdir))
     try:
@@ -206,7 +210,7 @@ def test_optimize_factory_writes_json_and_a_standalone_artifact(workdir: Path) -
         sys.path.remove(str(workdir))
     model, inputs = factories.attention()
     with torch.no_grad():
-        run_without(workdir, artifact, inputs, model(*inputs))
+        run_without(workdir, artifact, inputs, model(*inputs), blocked=("factories",))
 
 
 def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
@@ -232,7 +236,7 @@ def test_optimize_config_json_in_export_mode(workdir: Path) -> None:
     model = load_model(str(workdir / "tiny_bert.json")).model
     inputs = (torch.randint(0, 100, (2, 7)), torch.ones(2, 7, dtype=torch.long))
     with torch.no_grad():
-        run_without(workdir, artifact, inputs, dict(model(*inputs)))
+        run_without(workdir, artifact, inputs, dict(model(*inputs)), blocked=())
 
 
 def test_optimize_saves_a_pt2_that_runs_with_torch_alone(workdir: Path) -> None:
@@ -483,6 +487,7 @@ def test_fast_preset_says_when_this_cpu_keeps_it_in_float32(
             ["optimize", "{dir}/factories.py:untraceable", "--json", "{dir}"],
             ["cannot write", "is a directory"],
         ),
+        (["optimize", "{dir}/factories.py:untraceable", "--save", "{dir}/m"], ["cannot write", ".pt2", ".pt"]),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(
@@ -497,13 +502,40 @@ def test_a_torch_save_failure_is_reported_in_fxopts_words(
     def refuse(obj: object, path: object) -> None:
         raise RuntimeError("cannot pickle 'PyCapsule' object\nmore detail")
 
-    monkeypatch.setattr(save.torch, "save", refuse)
+    monkeypatch.setattr(graph_file.torch, "save", refuse)
     code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--save", workdir / "m.pt")
     assert code != 0
     line = stderr.strip()
     assert "\n" not in line and "Traceback" not in line
     assert "cannot save the optimized module to" in line
-    assert "torch.save failed with RuntimeError: cannot pickle 'PyCapsule' object" in line
+    assert "fxopt.save failed with RuntimeError: cannot pickle 'PyCapsule' object" in line
+
+
+def test_a_saved_file_that_does_not_load_back_is_removed_and_reported(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def truncated(graph_module: object, path: Path) -> None:
+        Path(path).write_bytes(b"not a graph")
+
+    monkeypatch.setattr(graph_file, "save", truncated)
+    artifact = workdir / "m.pt"
+    code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--save", artifact)
+    assert code != 0 and not artifact.exists()
+    line = stderr.strip()
+    assert "\n" not in line and "was written but does not load back (removed)" in line
+
+
+def test_optimized_minilm_saved_as_pt_loads_and_reverses(workdir: Path) -> None:
+    artifact = workdir / "minilm.pt"
+    code, stdout, stderr = run_in_process("optimize", "minilm", "--save", artifact)
+    assert code == 0, stderr
+    loaded = fxopt_package.load(artifact)
+    restored = fxopt_package.preset("default")(loaded, reverse=True)
+    ids = torch.randint(0, 100, (2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            restored(input_ids=ids)["last_hidden_state"], loaded(input_ids=ids)["last_hidden_state"]
+        )
 
 
 def test_batch_and_seq_for_a_factory_with_its_own_inputs_are_said_to_be_ignored(workdir: Path) -> None:

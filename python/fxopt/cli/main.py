@@ -119,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument(
         "--save",
         type=Path,
-        help="write the optimized model: FILE.pt2 is an ExportedProgram (torch.export.load, torch "
-        "alone); any other name a pickled GraphModule (torch.load; a transformers model's needs "
-        "transformers installed)",
+        help="write the optimized model, checked to load in a fresh process: FILE.pt2 is an "
+        "ExportedProgram (torch.export.load, torch alone); FILE.pt (any other extension) an fxopt "
+        "graph file (fxopt.load, reversible)",
     )
     optimize.add_argument("--json", type=Path, help="write everything shown as JSON")
     optimize.set_defaults(command=cmd_optimize)

@@ -227,8 +227,9 @@ class Bridge:
         raise _core.PassError(
             f"cannot reverse {signature}: the GraphModule was transformed by it, but the node "
             "metadata that records how to undo it is gone (torch.save / torch.load and "
-            "re-tracing keep the code, not node.meta); reverse before saving, or keep the "
-            "transformed GraphModule (or a copy.deepcopy of it) in memory"
+            "re-tracing keep the code, not node.meta); save with fxopt.save / fxopt.load, "
+            "which keep it, reverse before saving, or keep the transformed GraphModule (or a "
+            "copy.deepcopy of it) in memory"
         )
 
     def sync(self) -> bool:

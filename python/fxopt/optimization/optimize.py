@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import overload
 
@@ -14,6 +15,7 @@ from .exported import optimize_exported_program
 from .presets import preset as build_preset
 from .presets import warn_machine_note
 from ..tracing.trace import Mode
+from ..tracing.train_mode import TrainModeWarning, eval_mode, in_train_mode, train_mode_message
 from .trace_cache import cached_trace
 
 
@@ -58,6 +60,9 @@ def optimize(
     module is traced once per state, input signature and mode within a process
     (`fxopt.optimization.trace_cache`); later calls apply their preset to that trace.
 
+    A model in train() mode is optimized as in eval() (dropout off, batch norms on running
+    statistics, so they fold), with one `TrainModeWarning` saying so; the model keeps its mode.
+
     An ExportedProgram gives an ExportedProgram with the same call signature, whose state dict
     holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
     save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
@@ -72,9 +77,17 @@ def optimize(
             f"not {type(model).__name__}"
         )
     if isinstance(model, GraphModule):
-        graph_module = model
-    else:
-        # Traced once per model state and input signature (trace_cache): trying presets on
-        # one model does not retrace it.
+        return transformation(model)
+    if in_train_mode(model):
+        action = (
+            "fxopt.optimize optimizes for inference, so it traced and optimized it as in eval() "
+            "(the model itself stays in train mode)"
+        )
+        warnings.warn(train_mode_message(model, action), TrainModeWarning, stacklevel=2)
+    # The preset copies the traced graph (inplace=False) while the model is in eval mode, so
+    # the result keeps eval-mode modules when the model's own modes are put back.
+    # Traced once per model state and input signature (trace_cache): trying presets on one
+    # model does not retrace it.
+    with eval_mode(model):
         graph_module = cached_trace(model, input_names, example_inputs, mode)
-    return transformation(graph_module)
+        return transformation(graph_module)

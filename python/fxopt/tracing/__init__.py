@@ -4,5 +4,6 @@
   fallback, `TraceInfo` / `TraceError` / `TraceWarning`.
 * `dummy_inputs`: example inputs, normalised or built from a transformers config; which
   dimensions vary.
+* `model_names`: the model's qualified names and module tree on a Dynamo graph.
 * `input_guard`: input checks at the top of a Dynamo graph (torch drops Dynamo's guards).
 """

@@ -55,6 +55,9 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from .diagnose import likely_cause, refuse_untraceable
 from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
+from .model_names import restore_model_names
+from . import signature
+from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
 from .dummy_inputs import (
     Inputs,
     build_dummy_inputs,
@@ -138,7 +141,8 @@ def trace(
     """Trace `model` into a GraphModule that computes what `model` computes.
 
     Args:
-        model: the module to trace, in the mode (eval / train) its graph should capture.
+        model: the module to trace, in the mode (eval / train) its graph should capture; a
+            model in train mode is traced as it is, with a `TrainModeWarning`.
         input_names: forward parameters that stay graph inputs; the others are fixed to their
             default values. Default: the names `example_inputs` binds to, else, for a transformers
             model, its main input plus attention_mask / decoder_input_ids where they apply, else
@@ -187,6 +191,9 @@ def trace(
         # `failures`).
         raise TraceError(model, failures, cause) from None
     info: TraceInfo = graph_module.meta[TRACE_META_KEY]
+    if in_train_mode(model) and not isinstance(model, GraphModule):
+        action = "fxopt.trace traced it as it is, so the graph keeps them"
+        warnings.warn(train_mode_message(model, action), TrainModeWarning, stacklevel=2)
     if failures:
         info["fallback_reason"] = "; ".join(
             f"{failed}: {describe_failure(exc)}" for failed, exc in failures.items()
@@ -383,7 +390,8 @@ def _trace_dynamo(
     `torch._dynamo.export` returns a GraphModule whose forward takes the inputs by name (or
     position) and rebuilds the model's own output type through pytree specs; its guards are
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
-    in export graphs; `guard_inputs` checks them again at the top of the graph.
+    in export graphs; `guard_inputs` checks them again at the top of the graph. Weights get
+    the model's names and module tree back (`restore_model_names`).
     `dynamic=False` makes every dimension static.
 
     Dynamic image sizes cost the most: Dynamo's symbolic reasoning (sympy) about a 2-layer
@@ -394,6 +402,7 @@ def _trace_dynamo(
     register_cache_pytrees(model)
     result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
+    restore_model_names(graph_module, model)
     record_example_values(graph_module)
     placeholders = graph_module.graph.find_nodes(op="placeholder")
     dynamic_dims = {
@@ -403,6 +412,7 @@ def _trace_dynamo(
         and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
     }
     guard_inputs(graph_module, list(inputs))
+    signature.record(graph_module, model, list(inputs))
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="dynamo",
         input_names=list(inputs),
@@ -443,6 +453,7 @@ def _trace_export(
     graph_module = program.module()
     assert isinstance(graph_module, GraphModule)  # torch documents .module() as returning one
     _accept_positional_or_keyword(graph_module)
+    signature.record(graph_module, model, list(inputs))
     if dynamic_failure is None:
         fixed = _fixed_sizes(graph_module, inputs, requested)
     else:
