@@ -87,6 +87,12 @@ def tiny_gpt2() -> transformers.GPT2LMHeadModel:
     return build_model(transformers.GPT2LMHeadModel, tiny_gpt2_config())
 
 
+def cache_key(output: Any) -> str:
+    """The key a transformers model output holds its KV cache under: `cache` since transformers
+    5.2x (`past_key_values` stays as a deprecated property), `past_key_values` before."""
+    return "cache" if "cache" in output else "past_key_values"
+
+
 def token_inputs(batch: int, length: int, vocab_size: int = 100) -> dict[str, torch.Tensor]:
     """input_ids and an attention mask whose second row ends in padding, so masking matters."""
     input_ids = torch.randint(0, vocab_size, (batch, length))

@@ -16,7 +16,7 @@ import fxopt
 from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
-from conftest import build_model, tiny_bert_config, tiny_seq2seq_config, token_inputs
+from conftest import build_model, cache_key, tiny_bert_config, tiny_seq2seq_config, token_inputs
 
 
 class ConvNet(nn.Module):
@@ -188,14 +188,15 @@ def test_export_gpt2_with_cache_output(
     inputs = token_inputs(2, 8)
     eager, traced = tiny_gpt2(**inputs), traced_gpt2(**inputs)
     assert type(traced) is type(eager)
-    assert type(traced.past_key_values) is type(eager.past_key_values)
-    assert len(traced.past_key_values.layers) == tiny_gpt2.config.n_layer
+    key = cache_key(eager)
+    assert type(traced[key]) is type(eager[key])
+    assert len(traced[key].layers) == tiny_gpt2.config.n_layer
     report = fxopt.verify(tiny_gpt2, traced_gpt2, inputs)
     assert report.ok, str(report)
     names = [row.name for row in report.rows]
     assert names[0] == "logits"
     assert (
-        sum(name.startswith("past_key_values.") for name in names) == 2 * tiny_gpt2.config.n_layer
+        sum(name.startswith(f"{key}.") for name in names) == 2 * tiny_gpt2.config.n_layer
     )
 
 
