@@ -2,7 +2,7 @@
 
 namespace fxopt {
 
-ChoiceQuery linear_choice_query(const LinearView& view, std::string op, std::string variant,
+ChoiceQuery linear_choice_query(const LinearView& view, std::string op, std::string activation,
                                 std::vector<std::string> candidates, size_t fallback) {
   const std::vector<int64_t>& sizes = view.input->shape();
   int64_t tokens = sizes.empty() ? -1 : 1;
@@ -11,7 +11,7 @@ ChoiceQuery linear_choice_query(const LinearView& view, std::string op, std::str
   return ChoiceQuery{std::move(op),
                      {tokens, view.in_features, view.out_features},
                      view.dtype(),
-                     std::move(variant),
+                     std::move(activation) + (view.has_bias() ? "" : ",no_bias"),
                      view.input->name(),
                      std::move(candidates),
                      fallback};

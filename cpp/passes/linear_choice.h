@@ -12,8 +12,9 @@ namespace fxopt {
 
 // Shape {tokens, in_features, out_features}, tokens being the product of the input's leading
 // sizes (-1 if one is symbolic or unknown: the chooser then reads the value's size hints);
-// dtype the weight's.
-ChoiceQuery linear_choice_query(const LinearView& view, std::string op, std::string variant,
+// dtype the weight's; variant the activation applied to the result ("none" if none), then
+// ",no_bias" for a Linear without bias.
+ChoiceQuery linear_choice_query(const LinearView& view, std::string op, std::string activation,
                                 std::vector<std::string> candidates, size_t fallback);
 
 }  // namespace fxopt

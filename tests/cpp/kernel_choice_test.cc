@@ -128,6 +128,7 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
       run_pass(QuantizeLinearsInt8(Opaque{3}, {}), program, edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].op, "int8_linear");
+  EXPECT_EQ(chooser.queries[0].variant, "none");
   EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(structure(), graph_before);

@@ -355,8 +355,23 @@ class Failure:
     mode: str
     passes: list[str]
     inplace: bool
+    pins: dict[str, str]
     reason: str
     reproducer: str
+
+
+# Kernel choices a case runs under (fxopt.tuning.pinned): besides each pass's static fallback
+# (the test mode), the other candidates passes may pick on some machine, so every rewrite a
+# measurement can select is fuzzed too, alone and composed.
+KERNEL_PINS: tuple[dict[str, str], ...] = (
+    {},
+    {"linear": "aten", "int8_linear": "float32"},
+    {"linear": "onednn"},  # oneDNN's Linear with the activation left after it
+)
+
+
+def kernel_pins(seed: int) -> dict[str, str]:
+    return KERNEL_PINS[(seed // 4) % len(KERNEL_PINS)]
 
 
 def plan(seed: int) -> tuple[Case, str, list[str], bool]:
@@ -380,13 +395,15 @@ def plan(seed: int) -> tuple[Case, str, list[str], bool]:
 def run_case(seed: int) -> Failure | None:
     """Runs case `seed`."""
     case, mode, passes, inplace = plan(seed)
+    pins = kernel_pins(seed)
     x = case.example_input()
-    reason = check(case.source(), case.dtype, x, mode, passes, inplace)
-    if reason is None:
-        return None
-    body, passes = _shrink(case, x, mode, passes, inplace, reason)
-    return Failure(seed, mode, passes, inplace, reason,
-                   _reproducer(case, body, mode, passes, inplace))  # fmt: skip
+    with fxopt.tuning.pinned(pins):
+        reason = check(case.source(), case.dtype, x, mode, passes, inplace)
+        if reason is None:
+            return None
+        body, passes = _shrink(case, x, mode, passes, inplace, reason)
+    return Failure(seed, mode, passes, inplace, pins, reason,
+                   _reproducer(case, body, mode, passes, inplace, pins))  # fmt: skip
 
 
 def _fails(case: Case, x: torch.Tensor, mode: str, body: list[str], passes: list[str],
@@ -410,7 +427,8 @@ def _shrink(case: Case, x: torch.Tensor, mode: str, passes: list[str], inplace: 
     return body, passes
 
 
-def _reproducer(case: Case, body: list[str], mode: str, passes: list[str], inplace: bool) -> str:
+def _reproducer(case: Case, body: list[str], mode: str, passes: list[str], inplace: bool,
+                pins: dict[str, str]) -> str:  # fmt: skip
     shape = tuple(case.example_input().shape)
     return (
         case.source(body)
@@ -418,6 +436,7 @@ def _reproducer(case: Case, body: list[str], mode: str, passes: list[str], inpla
         + f"model = Model().to(torch.{case.dtype}).eval()\n"
         + f"x = torch.randn{shape}.to(torch.{case.dtype})\n"
         + f"gm = fxopt.trace(model, example_inputs=(x,), mode={mode!r})\n"
+        + f"fxopt.tuning.pinned({pins!r}).__enter__()\n"
         + f"c = compose({', '.join(passes)}, inplace={inplace})\n"
         + f"out = c({'copy.deepcopy(gm)' if inplace else 'gm'})\n"
         + "back = c(out, reverse=True)\n"
@@ -428,7 +447,7 @@ def _reproducer(case: Case, body: list[str], mode: str, passes: list[str], inpla
 def report(failure: Failure) -> str:
     return (
         f"seed {failure.seed}, mode {failure.mode}, passes {failure.passes}, "
-        f"inplace={failure.inplace}: {failure.reason}\n"
+        f"inplace={failure.inplace}, kernel pins {failure.pins}: {failure.reason}\n"
         f"--- reproducer ---\n{failure.reproducer}"
     )
 

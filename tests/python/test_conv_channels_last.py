@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fxopt.cli.save import save
+import fxopt
 from fxopt.optimization import ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, compose
 from norm_models import (
     DIALECTS,
@@ -70,6 +70,5 @@ def test_layout_survives_deepcopy_and_save_and_composes_with_bfloat16() -> None:
 def _save_load(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "model.pt"
-        save(gm, path)  # what `fxopt optimize --save` writes
-        loaded: torch.fx.GraphModule = torch.load(path, weights_only=False)
-    return loaded
+        fxopt.save(gm, path)  # what `fxopt optimize --save m.pt` writes
+        return fxopt.load(path)

@@ -13,7 +13,6 @@ import transformers
 
 import fxopt
 from conftest import build_model, tiny_bert_config, token_inputs
-from fxopt.cli.save import save
 from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_linear_available
 from fxopt.optimization import ChangePrecision, FuseLinearActivationOneDnn
 from linear_models import assert_same_parameters, param_states
@@ -72,8 +71,8 @@ def test_exported_bert_fuses_linears_and_gelu(tmp_path: Path) -> None:
     # Plain weights: deep copies and saved files work and compute the same.
     copied = copy.deepcopy(gm)
     assert torch.equal(hidden(copied(**inputs)), hidden(gm(**inputs)))
-    save(gm, tmp_path / "bert.pt")
-    loaded = torch.load(tmp_path / "bert.pt", weights_only=False)
+    fxopt.save(gm, tmp_path / "bert.pt")
+    loaded = fxopt.load(tmp_path / "bert.pt")
     assert len(fused(loaded)) == linears
     assert torch.equal(hidden(loaded(**inputs)), hidden(gm(**inputs)))
 

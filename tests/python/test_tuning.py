@@ -173,7 +173,8 @@ def test_real_timings_pick_a_candidate_that_runs(measuring):
     for op, candidates, variant in (
         ("linear", ["aten", "onednn", "onednn_fused"], "gelu"),
         ("linear", ["aten", "onednn"], "none,no_bias"),
-        ("int8_linear", ["float32", "int8_per_token"], ""),
+        ("int8_linear", ["float32", "int8_per_token"], "none"),
+        ("int8_linear", ["float32", "int8_per_token"], "none,no_bias"),
     ):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
