@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .optimization.compile_backend import register as _register_compile_backend
+from .optimization.model import optimize_model, restore_model
 from .optimization.optimize import optimize
 from .optimization.presets import preset
 from .tracing.trace import trace
@@ -10,4 +11,4 @@ from .verification.verify import VerifyReport, verify
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 
-__all__ = ["optimize", "preset", "trace", "verify", "VerifyReport"]
+__all__ = ["optimize", "optimize_model", "restore_model", "preset", "trace", "verify", "VerifyReport"]
