@@ -1,6 +1,7 @@
 #include "passes/quantize_linears_weight_only.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
@@ -12,9 +13,19 @@ namespace {
 const Symbol kReshape = Symbol::intern("aten.reshape.default");
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
+const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
 const Symbol kAdd = Symbol::intern("aten.add.Tensor");
 
-const char* const kWhat = "weight-only int8 Linear";
+const char* const kWhat = "weight-only quantized Linear";
+
+// An integer option, `fallback` when absent; throws naming it if it is not an integer.
+int64_t integer_option(const Dict& options, std::string_view name, int64_t fallback) {
+  const Arg* value = options.find(name);
+  if (!value) return fallback;
+  if (!value->is<int64_t>())
+    throw std::invalid_argument("option '" + std::string(name) + "' must be an integer");
+  return value->as<int64_t>();
+}
 
 Kwargs dtype_kwarg(const Arg& dtype) {
   Kwargs kwargs;
@@ -25,13 +36,19 @@ Kwargs dtype_kwarg(const Arg& dtype) {
 }  // namespace
 
 QuantizeLinearsWeightOnly::QuantizeLinearsWeightOnly(std::string activation, Arg activation_dtype,
-                                                     Arg float32_dtype)
+                                                     Arg float32_dtype, int bits,
+                                                     int64_t group_size)
     : activation_(std::move(activation)),
       activation_dtype_(std::move(activation_dtype)),
-      float32_dtype_(std::move(float32_dtype)) {
+      float32_dtype_(std::move(float32_dtype)),
+      bits_(bits),
+      group_size_(group_size) {
   if (activation_ != "float32" && activation_ != "bfloat16")
     throw std::invalid_argument("option 'activation' must be 'float32' or 'bfloat16', not '" +
                                 activation_ + "'");
+  if (bits_ != 8 && bits_ != 4) throw std::invalid_argument("option 'bits' must be 8 or 4");
+  if (group_size_ <= 0 || group_size_ % 2 != 0)
+    throw std::invalid_argument("option 'group_size' must be a positive even number");
 }
 
 std::unique_ptr<Pass> QuantizeLinearsWeightOnly::from_options(const Dict& options) {
@@ -47,7 +64,8 @@ std::unique_ptr<Pass> QuantizeLinearsWeightOnly::from_options(const Dict& option
         "options 'activation_dtype' and 'float32_dtype' must be torch dtype objects");
   return std::make_unique<QuantizeLinearsWeightOnly>(
       activation->as<std::string>(), activation_dtype ? *activation_dtype : Arg(None{}),
-      float32_dtype ? *float32_dtype : Arg(None{}));
+      float32_dtype ? *float32_dtype : Arg(None{}), int(integer_option(options, "bits", 8)),
+      integer_option(options, "group_size", 32));
 }
 
 std::vector<Trigger> QuantizeLinearsWeightOnly::triggers() const { return linear_triggers(); }
@@ -66,29 +84,48 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node,
                     "the rank of its input is not known (symbolic traces record it once "
                     "torch.fx.passes.shape_prop.ShapeProp has run)");
+  if (bits_ == 4 && view->in_features % group_size_ != 0)
+    return ctx.skip(*node, "int4: its in_features " + std::to_string(view->in_features) +
+                               " is not a multiple of the group size " +
+                               std::to_string(group_size_));
+  if (bits_ == 4 && view->out_features % 16 != 0)
+    return ctx.skip(*node, "int4: its out_features " + std::to_string(view->out_features) +
+                               " is not a multiple of 16 (the kernel's packing)");
   Node* inputs[] = {view->input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
 
-  QuantizedRows quantized = ctx.tensors.quantize_rows_int8(*view->params.tensor("weight"));
+  const TensorInfo& weight = *view->params.tensor("weight");
   bool cast = activation_ != "float32";
-  TensorInfo scales = cast ? ctx.tensors.cast(quantized.scales, activation_) : quantized.scales;
+  TensorInfo values, scales;
+  if (bits_ == 8) {
+    QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
+    values = quantized.values, scales = quantized.scales;
+  } else {
+    QuantizedGroups quantized = ctx.tensors.quantize_groups_int4(weight, group_size_);
+    values = quantized.values, scales = quantized.scales_and_zeros;
+  }
+  if (cast) scales = ctx.tensors.cast(scales, activation_);
   // Next to the weight: the module's own, or the attribute the get_attr operand reads.
   std::string base =
       view->weight_node ? view->weight_node->target().str() : view->module() + ".weight";
-  std::string values_path = rewriter.unique_path(base + "_int8wo");
-  rewriter.set_attribute(values_path, quantized.values);
-  std::string scales_path = rewriter.unique_path(base + "_int8wo_scale");
+  std::string suffix = bits_ == 8 ? "_int8wo" : "_int4wo";
+  std::string values_path = rewriter.unique_path(base + suffix);
+  rewriter.set_attribute(values_path, values);
+  std::string scales_path =
+      rewriter.unique_path(base + suffix + (bits_ == 8 ? "_scale" : "_scale_zeros"));
   rewriter.set_attribute(scales_path, scales);
 
   ChainBuilder chain(rewriter, node);
   Node* x = view->input;
   if (cast) x = chain.call(kToCopy, "to_activation", {x}, dtype_kwarg(activation_dtype_));
   if (*rank != 2) x = chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view->in_features}}});
-  Node* y = chain.call(
-      kInt8PackMm, "int8_weight_mm",
-      {x, rewriter.read_attribute(node, values_path), rewriter.read_attribute(node, scales_path)});
+  Node* values_read = rewriter.read_attribute(node, values_path);
+  Node* scales_read = rewriter.read_attribute(node, scales_path);
+  Node* y = bits_ == 8 ? chain.call(kInt8PackMm, "int8_weight_mm", {x, values_read, scales_read})
+                       : chain.call(kInt4PackMm, "int4_weight_mm",
+                                    {x, values_read, group_size_, scales_read});
   if (cast) y = chain.call(kToCopy, "to_float32", {y}, dtype_kwarg(float32_dtype_));
   if (view->has_bias())
     y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, *view, node, "bias")});
@@ -104,6 +141,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   record.set("nodes", std::move(*captured));
   record.set("flattened", *rank != 2);
   record.set("cast", cast);
+  record.set("bits", int64_t{bits_});
   record.set("bias", view->has_bias());
   record.set("attributes", Tuple{{values_path, scales_path}});
   set_reversal_record(rewriter, y, ctx.signature, record);
@@ -115,7 +153,8 @@ void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
   Rewriter& rewriter = ctx.rewriter;
   bool flattened = record.at("flattened").boolean(), cast = record.at("cast").boolean();
   bool bias = record.at("bias").boolean();
-  std::vector<std::string> attributes;  // the int8 weight and its scales
+  Symbol product = record.at("bits").integer() == 4 ? kInt4PackMm : kInt8PackMm;
+  std::vector<std::string> attributes;  // the quantized weight and its scales
   for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
 
   ChainWalker walk(node, kWhat);
@@ -129,7 +168,7 @@ void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
   }
   if (bias) y = walk.operand(y, kAdd, 0);
   if (cast) y = walk.operand(y, kToCopy, 0);
-  Node* x = walk.operand(y, kInt8PackMm, 0);
+  Node* x = walk.operand(y, product, 0);
   if (flattened) x = walk.operand(x, kReshape, 0);
   if (cast) x = walk.operand(x, kToCopy, 0);
 

@@ -1,6 +1,6 @@
 // QuantizeLinearsWeightOnly: a float32 Linear reads an int8 copy of its weight (per-channel
-// scales) through ATen's weight-only kernel; activations stay floating point (opt-in; not
-// computation-preserving).
+// scales) or an int4 one (per-group scales and zeros) through ATen's weight-only CPU kernels;
+// activations stay floating point (opt-in; not computation-preserving).
 //
 //   before:  %y = linear(%x, %w, %b)
 //   after:   %xa = aten._to_copy(%x, dtype=<activation>)          (only for bfloat16 activations)
@@ -11,8 +11,10 @@
 //            %y  = aten.reshape(%y4, [sym_size(%x, 0), ..., N])    (only if x is not 2-D)
 // with w_int8 = round(W / w_scale) ([N, K] int8), w_scale = max |W[n]| / 127 in the activation
 // dtype (the kernel wants both in one dtype), computed once (TensorOps::quantize_rows_int8) and
-// stored next to the weight (`<weight path>_int8wo`, `<weight path>_int8wo_scale`). The original
-// weight stays registered, so reverse is exact. The bias is added in float32, unquantized.
+// stored next to the weight (`<weight path>_int8wo`, `<weight path>_int8wo_scale`). With 4 bits
+// the product is aten._weight_int4pack_mm_for_cpu(%x2, %w_int4, group_size, %scales_and_zeros)
+// (TensorOps::quantize_groups_int4; `_int4wo`, `_int4wo_scale_zeros`). The original weight
+// stays registered, so reverse is exact. The bias is added in float32, unquantized.
 //
 // Why weight-only: decoding one token at a time is memory-bound (every weight is read once per
 // token), so a quarter of the bytes is the lever; the error stays that of the weights alone
@@ -26,8 +28,10 @@
 // an option, and the decode preset picks bfloat16 only where the CPU has it natively.
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
-// torch dtype objects the casts pass on, opaque to the core; needed for bfloat16). Skips, with
-// the reason: weights not float32 or not on the CPU, inputs of unknown rank.
+// torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,
+// the default, or 4) and "group_size" (int4: columns per scale, default 32). Skips, with the
+// reason: weights not float32 or not on the CPU, inputs of unknown rank; for int4, in_features
+// not a multiple of group_size or out_features not of 16 (the kernel's packing).
 #pragma once
 
 #include <string>
@@ -38,8 +42,10 @@ namespace fxopt {
 
 class QuantizeLinearsWeightOnly final : public Pass {
  public:
-  // `activation`: "float32" (no casts; the dtype objects are unused) or "bfloat16".
-  QuantizeLinearsWeightOnly(std::string activation, Arg activation_dtype, Arg float32_dtype);
+  // `activation`: "float32" (no casts; the dtype objects are unused) or "bfloat16"; `bits`: 8
+  // or 4 (then `group_size` columns share a scale and zero).
+  QuantizeLinearsWeightOnly(std::string activation, Arg activation_dtype, Arg float32_dtype,
+                            int bits = 8, int64_t group_size = 32);
   // From the options above; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
@@ -49,6 +55,8 @@ class QuantizeLinearsWeightOnly final : public Pass {
  private:
   std::string activation_;
   Arg activation_dtype_, float32_dtype_;
+  int bits_;
+  int64_t group_size_;
 };
 
 }  // namespace fxopt

@@ -10,9 +10,9 @@ const std::string kSig = "QuantizeLinearsWeightOnly-test";
 
 class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing::NormFixture {
  protected:
-  PassResult apply(std::string activation, bool reverse = false) {
-    return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}), program,
-                    edits, ops, kSig, reverse);
+  PassResult apply(std::string activation, bool reverse = false, int bits = 8) {
+    return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, 4),
+                    program, edits, ops, kSig, reverse);
   }
 };
 
@@ -76,6 +76,42 @@ TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEvery
   EXPECT_FALSE(program.attributes.contains("fc.weight_int8wo"));
 }
 
+TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {
+  attribute("w", {16, 8});  // out_features a multiple of 16, in_features of the group size 4
+  TensorInfo x_value = input({3, 8});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {3, 8});
+  Node* w = b.attr("w", "w");
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, w})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  ASSERT_EQ(apply("float32", false, 4).changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int4pack_mm_for_cpu.default"), 1u);
+  EXPECT_EQ(program.attributes.at("w_int4wo_scale_zeros").shape,
+            (std::vector<int64_t>{2, 16, 2}));  // [K / group, N, (scale, zero)]
+  double error = max_diff(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.2);  // 16 levels per group of 4
+
+  apply("float32", /*reverse=*/true, 4);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("w_int4wo"));
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesTheKernelCannotPack) {
+  attribute("w", {8, 8});  // 8 outputs: not a multiple of 16
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {3, 8});
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, b.attr("w", "w")})}});
+  PassResult result = apply("float32", false, 4);
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_EQ(result.skipped[0].reason,
+            "int4: its out_features 8 is not a multiple of 16 (the kernel's packing)");
+}
+
 TEST_F(QuantizeLinearsWeightOnlyTest, SkipsHalfPrecisionAndUnknownRankLinears) {
   linear_module("half", 4, 4, true, "float16");
   linear_module("unknown", 4, 4, true);
@@ -98,6 +134,9 @@ TEST_F(QuantizeLinearsWeightOnlyTest, OptionsAreChecked) {
   EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "bfloat16"}}}),
                std::invalid_argument);
   EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "int4"}}}),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(
+                   Dict{{{"activation", "float32"}, {"bits", int64_t{3}}}}),
                std::invalid_argument);
   EXPECT_NE(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "float32"}}}), nullptr);
 }

@@ -4,7 +4,6 @@ Each example compares with the unoptimized model itself."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 

@@ -349,7 +349,7 @@ class QuantizeLinearsInt8(BuiltinTransformation):
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):
-    """Float32 Linears read an int8 copy of their weight through ``aten._weight_int8pack_mm``.
+    """Float32 Linears read an int8 (or int4) copy of their weight through ATen's CPU kernels.
 
     Opt-in and not computation-preserving: weight-only int8 for decoding, where every new token
     reads every weight once and fewer bytes per weight is what makes it faster. Each weight is
@@ -360,24 +360,34 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
     graph serves every sequence length. Reverse points the graph back at the untouched float
     Linears, bit for bit.
 
+    ``bits=4`` (opt-in, coarser): 4-bit weights with a scale and zero per `group_size` columns
+    of a row, through ``aten._weight_int4pack_mm_for_cpu``; Linears whose in_features is not a
+    multiple of `group_size` or whose out_features is not a multiple of 16 are skipped.
+
     Measured on an Intel Xeon with AVX512-BF16 and AMX (one thread, one token): with bfloat16
     activations 2.1-3.3x faster than a float32 Linear (768x768 to 768x32000); with float32
     activations 4-5x slower. :func:`weight_only_activation` is where that choice is made.
     Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
     """
 
-    def __init__(self, activation: torch.dtype = torch.bfloat16) -> None:
+    def __init__(self, activation: torch.dtype = torch.bfloat16, bits: int = 8, group_size: int = 32) -> None:
         if activation not in (torch.float32, torch.bfloat16):
             raise ValueError(
                 f"QuantizeLinearsWeightOnly takes torch.float32 or torch.bfloat16 activations, not {activation}"
             )
+        if bits not in (8, 4):
+            raise ValueError(f"QuantizeLinearsWeightOnly takes bits=8 or bits=4, not {bits}")
         self.activation = activation
+        self.bits = bits
+        self.group_size = group_size
 
     def core_options(self) -> dict[str, Any]:
         return {
             "activation": dtype_name(self.activation),
             "activation_dtype": self.activation,
             "float32_dtype": torch.float32,
+            "bits": self.bits,
+            "group_size": self.group_size,
         }
 
 

@@ -193,14 +193,14 @@ def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
     return passes
 
 
-def _decode() -> list[str]:
-    # Weight-only int8 consumes Linears, so it takes the oneDNN fusion's place.
+def _decode(bits: int = 8) -> list[str]:
+    # Weight-only quantization consumes Linears, so it takes the oneDNN fusion's place.
     activation = passes.weight_only_activation()
     if activation is None:
         return _default()
     return [
         *(name for name in _default() if name != "FuseLinearActivationOneDnn"),
-        f"QuantizeLinearsWeightOnly(activation={dtype_name(activation)})",
+        f"QuantizeLinearsWeightOnly(activation={dtype_name(activation)}, bits={bits})",
     ]
 
 
@@ -252,6 +252,14 @@ PRESETS: dict[str, Preset] = {
         "per-token logit cosine >= 0.999, >= 95% greedy-token agreement",
         _decode,
         Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
+        _decode_note,
+    ),
+    "decode-int4": Preset(
+        "decode-int4",
+        "decode with 4-bit weights (a scale and zero per 32 columns): opt-in, faster and coarser; "
+        "per-token logit cosine >= 0.99",
+        lambda: _decode(bits=4),
+        Accuracy(min_cosine=0.99),
         _decode_note,
     ),
     "all-preserving": Preset(
