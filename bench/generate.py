@@ -20,7 +20,7 @@ Variants: eager, eager-bf16 (`model.to(torch.bfloat16)`), fxopt-default and fxop
 (`fxopt.optimize_model(model, preset)`), fxopt-decode-int4 (the opt-in 4-bit preset),
 compile (`torch.compile(model.forward, dynamic=True)`; preparation = the first generate, which
 compiles), ao-int8 (torchao's `Int8WeightOnlyConfig`) and ao-int4
-(`Int4WeightOnlyConfig(group_size=32)`, its CPU layout) when torchao is installed (`pip install
+(`PrototypeInt4WeightOnlyConfig(group_size=32)`, its CPU int4) when torchao is installed (`pip install
 --no-deps torchao==0.18.0`: it needs no other package; transformers imports it whenever it is
 installed, so install it for benchmarks only). Preparation of the fxopt variants =
 optimize_model with the prompt as calibration.
@@ -109,10 +109,11 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
 
         quantize_(model, Int8WeightOnlyConfig())
     elif name == "ao-int4":
-        from torchao.quantization import Int4WeightOnlyConfig, quantize_
+        from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
+        from torchao.quantization import quantize_
 
-        # torchao's CPU int4 layout ("opaque": ATen's _weight_int4pack_mm_for_cpu), group 32
-        quantize_(model, Int4WeightOnlyConfig(group_size=32, int4_packing_format="opaque"))
+        # torchao 0.18's CPU int4 (its "opaque" tensor: ATen's _weight_int4pack_mm_for_cpu)
+        quantize_(model, PrototypeInt4WeightOnlyConfig(group_size=32))
     return Variant(name, model, time.perf_counter() - start)
 
 
@@ -152,11 +153,9 @@ def bench_model(name: str, variants: list[str], rounds: int) -> list[str]:
     for v in prepared:
         tokens = generate(v.model, prompt)
         v.agreement = (tokens[0, PROMPT_TOKENS:] == reference_tokens[0, PROMPT_TOKENS:]).float().mean().item()
-        v.cosine = (
-            torch.nn.functional.cosine_similarity(logits(v.model, reference_tokens), reference_logits, dim=-1)
-            .min()
-            .item()
-        )
+        forced = logits(v.model, reference_tokens)
+        v.cosine = torch.nn.functional.cosine_similarity(forced, reference_logits, dim=-1).min().item()
+        v.top1 = (forced.argmax(-1) == reference_logits.argmax(-1)).float().mean().item()
     eager_first = next((v for v in prepared if v.name == "eager"), None)
     for _ in range(rounds):
         for v in prepared:

@@ -6,8 +6,10 @@ Linear-heavy blocks change. A block is a submodule whose forward takes one tenso
 least one Linear (an MLP, a lone projection, a transformers Conv1D); attention, whose forward
 takes the KV cache, masks and positions, stays eager, and its projections become blocks of their
 own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
-rank and dtype, on its first call: one graph then serves every sequence and cache length, so
-decoding never retraces.
+rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
+graph then serves every sequence and cache length, so decoding never retraces. Each graph is
+timed against the block's own forward on that first input and kept only if faster: which form
+of a Linear wins depends on the CPU and the number of tokens.
 
 The graphs are not registered as submodules, so `state_dict`, `save_pretrained` and
 `parameters()` see the original modules and weights, which no pass changes (passes are
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import statistics
+import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -37,11 +41,18 @@ _MARK = "_fxopt_optimized_blocks"
 """Attribute of an optimized model: the names of the blocks whose forward fxopt replaced."""
 
 
-class OptimizedForward:
-    """A block's forward: the block's graph optimized for the rank and dtype of its input.
+FEW_ROWS = 8
+"""Inputs of at most this many rows (tokens, over the batch) are decoding steps: the fastest
+form of a Linear differs between them and a prefill (weight-only int8 at one token beats
+float32 2-3x on an AVX512-BF16 CPU and loses at 128), so each gets its own graph and choice."""
 
-    Graphs are built on first use of each (rank, dtype); a graph the preset left unchanged is
-    not used (the original forward is then as fast and needs no graph call).
+
+class OptimizedForward:
+    """A block's forward: the block's graph optimized for inputs of one rank, dtype and size
+    class (decoding step or not), or the original forward where that measured faster.
+
+    Graphs are built on first use of each class; preparing a prefill-sized input prepares the
+    one-token class too (its first rows), so decoding starts with nothing left to prepare.
     """
 
     def __init__(self, module: nn.Module, traced: GraphModule, preset: str) -> None:
@@ -49,21 +60,25 @@ class OptimizedForward:
         self.traced = traced
         self.traced_code = traced.code
         self.preset = preset
-        self.graphs: dict[tuple[int, torch.dtype], Any] = {}
+        self.graphs: dict[tuple[int, torch.dtype, bool], Any] = {}
 
     def __call__(self, x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return self.original(x)
-        key = (x.dim(), x.dtype)
+        key = _size_class(x)
         run = self.graphs.get(key)
         if run is None:
             run = self.graphs[key] = self._prepare(x)
+            if not key[2] and x.dim() >= 2:
+                step = x.narrow(-2, 0, 1)
+                if _size_class(step) not in self.graphs:
+                    self.graphs[_size_class(step)] = self._prepare(step)
         return run(x)
 
     def _prepare(self, x: torch.Tensor) -> Any:
-        """The graph for inputs like `x`; the original forward if the preset changes nothing or
-        the trace does not compute what the block does on `x` (a symbolic trace can fix a
-        branch the block takes by input)."""
+        """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
+        if the trace does not compute what the block does on `x` (a symbolic trace can fix a
+        branch the block takes by input), or if the graph is not faster on `x`."""
         graph = GraphModule(self.traced, copy.deepcopy(self.traced.graph))
         _own_modules(graph)
         with torch.no_grad():
@@ -72,7 +87,32 @@ class OptimizedForward:
         ShapeProp(graph).propagate(x)  # ranks and dtypes, which some passes need
         transformation: Transformation = build_preset(self.preset, inplace=True)
         optimized = transformation(graph)
-        return self.original if optimized.code == self.traced_code else optimized
+        if optimized.code == self.traced_code:
+            return self.original
+        return optimized if _faster(optimized, self.original, x) else self.original
+
+
+def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
+    rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
+    return x.dim(), x.dtype, rows <= FEW_ROWS
+
+
+def _faster(candidate: Any, reference: Any, x: torch.Tensor, rounds: int = 5) -> bool:
+    """True if `candidate` takes less time on `x` than `reference`: medians of interleaved
+    calls after one warm-up each, so load on a shared machine hits both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    with torch.no_grad():
+        candidate(x), reference(x)
+        for _ in range(rounds):
+            for fn, samples in ((candidate, times[0]), (reference, times[1])):
+                start = time.perf_counter()
+                fn(x)
+                samples.append(time.perf_counter() - start)
+    return statistics.median(times[0]) < statistics.median(times[1])
+
+
+def _same(a: Any, b: Any) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
 
 
 def _own_modules(module: nn.Module) -> None:
@@ -90,10 +130,6 @@ def _own_modules(module: nn.Module) -> None:
         own._modules = dict(child._modules)
         module._modules[name] = own
         _own_modules(own)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
 
 
 def _is_block(module: nn.Module) -> bool:
