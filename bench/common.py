@@ -27,7 +27,8 @@ PACKAGES = ("torch", "transformers", "optimum", "onnxruntime", "onnx", "fxopt")
 def machine_description() -> list[str]:
     """Markdown bullet lines: CPU, cores, memory, threads, fast paths, package versions, current load."""
     lines = [
-        f"- CPU: {_cpu_model()}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
+        f"- CPU: {hardware.cpu_model()} (flags: {', '.join(hardware.cpu_flags()) or 'no AVX2'}), "
+        f"{os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
         f"- fxopt.optimization.hardware: {hardware.describe()}",
         f"- memory: {_memory_gib():.0f} GiB; OS: {platform.platform()}; Python {platform.python_version()}",
         "- packages: " + ", ".join(f"{name} {_version(name)}" for name in PACKAGES),
@@ -38,16 +39,6 @@ def machine_description() -> list[str]:
 
 def load_line() -> str:
     return f"- load average at end: {_load()}"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _memory_gib() -> float:

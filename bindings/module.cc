@@ -67,9 +67,17 @@ NB_MODULE(_core, m) {
       .def_ro("reason", &Skip::reason)
       .def("__repr__", [](const Skip& s) { return "Skip(" + s.node + ": " + s.reason + ")"; });
 
+  nb::class_<ChoiceMade>(m, "ChoiceMade")
+      .def_ro("node", &ChoiceMade::node)
+      .def_ro("op", &ChoiceMade::op)
+      .def_ro("picked", &ChoiceMade::picked)
+      .def_ro("ratio", &ChoiceMade::ratio)
+      .def_ro("how", &ChoiceMade::how);
+
   nb::class_<PassResult>(m, "PassResult")
       .def_ro("changed", &PassResult::changed)
-      .def_ro("skipped", &PassResult::skipped);
+      .def_ro("skipped", &PassResult::skipped)
+      .def_ro("choices", &PassResult::choices);
 
   nb::class_<TensorTable>(m, "TensorTable",
                           "The tensors a session refers to by handle (bindings/tensor_table.h).")
@@ -103,7 +111,8 @@ NB_MODULE(_core, m) {
       .def("add_attribute", &Session::add_attribute, nb::arg("path"), nb::arg("tensor"))
       .def("reserve_names", &Session::reserve_names, nb::arg("names"))
       .def("run", &Session::run, nb::arg("name"), nb::arg("options"), nb::arg("signature"),
-           nb::arg("reverse"), nb::arg("tensor_ops"), nb::arg("tensor_table"))
+           nb::arg("reverse"), nb::arg("tensor_ops"), nb::arg("tensor_table"),
+           nb::arg("chooser").none())
       .def("edit_count", &Session::edit_count)
       .def("effective_edits", &Session::effective_edits)
       .def("write_meta", &Session::write_meta, nb::arg("indices"))

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "bindings/fx_nodes.h"
+#include "bindings/py_chooser.h"
 #include "bindings/py_tensor_ops.h"
 #include "passes/registry.h"
 
@@ -348,15 +349,18 @@ void Session::reserve_names(nb::handle names) {
 
 PassResult Session::run(const std::string& pass_name, nb::dict options,
                         const std::string& signature, bool reverse, nb::object tensor_ops,
-                        TensorTable& tensor_table) {
+                        TensorTable& tensor_table, nb::object chooser) {
   const PassInfo* info = find_pass(pass_name);
   if (!info) throw std::invalid_argument("no built-in transformation named '" + pass_name + "'");
   std::unique_ptr<Pass> pass = info->make(to_arg(options).as<Dict>());
   PyTensorOps tensors(
       std::move(tensor_ops), tensor_table,
       [this](const Node& node, const auto& operands) { return call_form(node, operands); });
+  std::optional<PyChooser> measured;
+  if (!chooser.is_none()) measured.emplace(std::move(chooser));
+  Chooser& choices = measured ? static_cast<Chooser&>(*measured) : static_chooser();
   nb::gil_scoped_release release;
-  return run_pass(*pass, program_, log_, tensors, signature, reverse);
+  return run_pass(*pass, program_, log_, tensors, signature, reverse, choices);
 }
 
 nb::object Session::tensor_to_py(const TensorInfo& tensor) const {

@@ -66,9 +66,11 @@ class Session {
   void reserve_names(nb::handle names);
 
   // Runs one pass; `tensor_ops` computes new weights with torch on the tensors of
-  // `tensor_table` (py_tensor_ops.h).
+  // `tensor_table` (py_tensor_ops.h); `chooser` answers its kernel choices (py_chooser.h),
+  // None: each pass's static fallback.
   PassResult run(const std::string& pass, nb::dict options, const std::string& signature,
-                 bool reverse, nb::object tensor_ops, TensorTable& tensor_table);
+                 bool reverse, nb::object tensor_ops, TensorTable& tensor_table,
+                 nb::object chooser);
 
   size_t edit_count() const { return log_.size(); }
   // Indices of the edits a replay applies (`fxopt::effective_edits`), split into the structural

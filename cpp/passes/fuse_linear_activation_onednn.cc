@@ -6,6 +6,7 @@
 #include "ops/activation.h"
 #include "ops/effects.h"
 #include "ops/targets.h"
+#include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "rewrite/capture.h"
 
@@ -29,8 +30,13 @@ std::optional<PostOp> post_op(const std::string& activation) {
   return std::nullopt;
 }
 
-// The activation reading only `linear`'s output, with its post-op, if oneDNN can fuse it.
-std::optional<std::pair<Node*, PostOp>> fusable_activation(const Program& program, Node* linear) {
+// The activation reading only `linear`'s output, if oneDNN can fuse it.
+struct Fusable {
+  Node* node;
+  std::string name;  // as ops/activation.h names it
+  PostOp op;
+};
+std::optional<Fusable> fusable_activation(const Program& program, Node* linear) {
   if (linear->users().size() != 1) return std::nullopt;
   Node* user = linear->users().front();
   std::string not_one;
@@ -38,7 +44,7 @@ std::optional<std::pair<Node*, PostOp>> fusable_activation(const Program& progra
   if (!act || act->input != linear) return std::nullopt;
   std::optional<PostOp> op = post_op(act->name);
   if (!op) return std::nullopt;
-  return std::pair{user, std::move(*op)};
+  return Fusable{user, act->name, std::move(*op)};
 }
 
 // Whether a reader of `value` writes it in place (x += y, x.add_(y)).
@@ -90,9 +96,18 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node,
                     "its weight is on " + view->device() + "; oneDNN's fused linear is CPU-only");
 
-  auto activation = fusable_activation(rewriter.program(), node);
+  std::optional<Fusable> activation = fusable_activation(rewriter.program(), node);
+  std::vector<std::string> kernels = {"aten", "onednn"};
+  if (activation) kernels.push_back("onednn_fused");
+  std::string variant =
+      (activation ? activation->name : "none") + (view->has_bias() ? "" : ",no_bias");
+  std::string kernel = ctx.choose(
+      *node, linear_choice_query(*view, "linear", std::move(variant), kernels, kernels.size() - 1));
+  if (kernel == "aten")
+    return ctx.skip(*node, "ATen's linear was measured faster here (see the pass's choices)");
+  if (kernel != "onednn_fused") activation.reset();
   std::vector<Node*> pattern = {node};
-  if (activation) pattern.push_back(activation->first);
+  if (activation) pattern.push_back(activation->node);
   Node* inputs[] = {view->input};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
@@ -104,7 +119,7 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node,
                     "a reader updates its result in place, which oneDNN's fused linear's "
                     "output does not allow under autograd");
-  PostOp op = activation ? activation->second : PostOp{"none", {}, None{}};
+  PostOp op = activation ? activation->op : PostOp{"none", {}, None{}};
   Args args = {view->input,
                read_linear_tensor(rewriter, *view, result, "weight"),
                read_linear_tensor(rewriter, *view, result, "bias"),
@@ -114,6 +129,7 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   Node* fused =
       rewriter.insert_before(result, NodeKind::CallFunction, targets::kOnednnLinearPointwise,
                              "linear_pointwise", std::move(args));
+  rewriter.share_value_info(*result, fused);
   rewriter.replace_all_uses(result, fused);
   for (auto it = pattern.rbegin(); it != pattern.rend(); ++it) rewriter.erase(*it);
 

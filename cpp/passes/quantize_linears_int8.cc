@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
 #include "rewrite/capture.h"
@@ -62,6 +63,13 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node,
                     "the rank of its input is not known (symbolic traces record it once "
                     "torch.fx.passes.shape_prop.ShapeProp has run)");
+  std::vector<std::string> kernels = {"float32", "int8_per_token"};
+  std::string variant = view->has_bias() ? "" : "no_bias";
+  if (ctx.choose(*node, linear_choice_query(*view, "int8_linear", variant, kernels, 1)) ==
+      "float32")
+    return ctx.skip(*node,
+                    "the float32 Linear was measured faster here, or this CPU has no fast int8 "
+                    "matmul (see the pass's choices)");
   Node* inputs[] = {view->input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);

@@ -23,6 +23,10 @@
 // Linear nodes left in float32: the sensitive layers a calibration found, see
 // fxopt.optimization.QuantizeLinearsInt8.calibrate). Skips, with the reason: Linears whose
 // weight is not float32 or not on the CPU, inputs of unknown rank.
+// Kernel choice (tuning/chooser.h), per Linear: "float32" (leave it) or "int8_per_token"; the
+// static fallback quantizes. aten._int_mm has fast kernels only with VNNI or AMX (without them,
+// 128x384x1536 took 112 ms against 2.3 ms in float32 on a Zen 3): the Python chooser never picks
+// it on such a CPU, tuned or not.
 // Measured (bench/latency.py, Intel Xeon with AVX512-VNNI and no native bf16, one thread, batch
 // 1, seq 128, 9 interleaved rounds, speedup over eager fp32 with per-round range): MiniLM (real)
 // 1.33x (0.72-1.75, within the noise of that run) at cosine 0.9947; BERT-base 1.70x (1.56-1.84),

@@ -17,6 +17,16 @@ void PassContext::skip(const Node& node, std::string reason) {
   result.skipped.push_back({node.name(), std::move(reason)});
 }
 
+std::string PassContext::choose(const Node& node, const ChoiceQuery& query) {
+  KernelChoice choice = chooser.choose(query);
+  if (choice.index >= query.candidates.size())
+    throw PassError(node, "the kernel chooser picked candidate " + std::to_string(choice.index) +
+                              " of " + std::to_string(query.candidates.size()));
+  std::string picked = query.candidates[choice.index];
+  result.choices.push_back({node.name(), query.op, picked, choice.ratio, std::move(choice.how)});
+  return picked;
+}
+
 void PassContext::remove(Node* node, Node* replacement) {
   removals.push_back(capture_removal(*node));
   result.changed.push_back(node->name());
@@ -203,9 +213,9 @@ void run_reverse(const Pass& pass, PassContext& ctx, const Graph& graph) {
 }  // namespace
 
 PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps& tensors,
-                    const std::string& signature, bool reverse) {
+                    const std::string& signature, bool reverse, Chooser& chooser) {
   Rewriter rewriter(program, log);
-  PassContext ctx{rewriter, tensors, signature, {}, {}, {}};
+  PassContext ctx{rewriter, tensors, chooser, signature, {}, {}, {}};
   if (reverse)
     run_reverse(pass, ctx, program.graph);
   else

@@ -24,6 +24,7 @@
 #include "rewrite/pass_error.h"
 #include "rewrite/rewriter.h"
 #include "tensor/tensor_ops.h"
+#include "tuning/chooser.h"
 
 namespace fxopt {
 
@@ -32,14 +33,25 @@ struct Skip {
   std::string reason;
 };
 
+// A kernel choice a pass made for one node, for its report.
+struct ChoiceMade {
+  std::string node;
+  std::string op;
+  std::string picked;
+  double ratio;  // the pick's measured time over the unchanged op's (1 if unmeasured)
+  std::string how;
+};
+
 struct PassResult {
   std::vector<std::string> changed;  // names of the nodes the pass changed or created
   std::vector<Skip> skipped;
+  std::vector<ChoiceMade> choices;
 };
 
 struct PassContext {
   Rewriter& rewriter;
   TensorOps& tensors;
+  Chooser& chooser;
   const std::string& signature;
   PassResult result;
 
@@ -48,6 +60,9 @@ struct PassContext {
   // Records a node that reverse put back; reverse leaves no mark.
   void restored(Node* node) { result.changed.push_back(node->name()); }
   void skip(const Node& node, std::string reason);
+  // Asks the chooser which of query.candidates to emit for `node` and records the answer in
+  // the result; returns the picked candidate's name.
+  std::string choose(const Node& node, const ChoiceQuery& query);
   // Makes the users of `node` read `replacement` (nullptr: it must have none), erases it and
   // records it as changed; reverse puts it back exactly (rewrite/removal.h).
   void remove(Node* node, Node* replacement = nullptr);
@@ -78,7 +93,9 @@ class Pass {
 };
 
 // Runs `pass` forward (or in reverse) over the whole program, logging every edit to `log`.
+// Kernel choices go to `chooser` (by default each pass's static fallback).
 PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps& tensors,
-                    const std::string& signature, bool reverse);
+                    const std::string& signature, bool reverse,
+                    Chooser& chooser = static_chooser());
 
 }  // namespace fxopt

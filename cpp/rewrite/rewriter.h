@@ -28,6 +28,12 @@ class Rewriter {
   // Points every user of `old_node` (but `except`) at `replacement`.
   void replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   void erase(Node* node);
+  // Gives a node the pass created the dtype, sizes and device fx recorded for `same`, whose
+  // value it computes, so later passes of the same run can read them (kernel choices, ranks).
+  // Core-only knowledge, not an edit: fx records values itself when the graph runs again.
+  void share_value_info(const Node& same, Node* node) {
+    if (same.rank()) program_.graph.set_value_info(node, same.dtype(), same.shape(), same.device());
+  }
   // Moves `node` right before `anchor`; the caller keeps every input before its users.
   void move_before(Node* node, Node* anchor);
   // The absorbed-node helper: moves all uses of `old_node` to `replacement`, then erases it.

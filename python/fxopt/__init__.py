@@ -8,7 +8,8 @@ from .optimization.optimize import optimize
 from .optimization.presets import preset
 from .tracing.trace import trace
 from .verification.verify import VerifyReport, verify
+from . import tuning
 
 _register_compile_backend()  # torch.compile(model, backend="fxopt")
 
-__all__ = ["optimize", "optimize_model", "restore_model", "preset", "trace", "verify", "VerifyReport"]
+__all__ = ["optimize", "optimize_model", "restore_model", "preset", "trace", "tuning", "verify", "VerifyReport"]

@@ -6,11 +6,20 @@ offline and fast; the numbers they produce do not matter, only that traced and e
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any
 
 import pytest
 import torch
 import transformers
+
+# Kernel choices by measurement would make which graph a test sees depend on the machine and its
+# load: tests get each pass's static fallback (test_tuning.py measures, with timings it injects),
+# and never read or write the user's cache. Set before fxopt is imported, and inherited by the
+# CLI processes tests start.
+os.environ["FXOPT_TUNING"] = "static"
+os.environ["FXOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="fxopt-test-cache-")
 
 
 @pytest.fixture(autouse=True)

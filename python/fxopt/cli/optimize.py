@@ -47,6 +47,9 @@ class PassOutcome:
     signature: str
     changed: list[str]
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    choices: list[dict[str, Any]] = field(default_factory=list)
+    """Kernel choices per node (fxopt.tuning): op, picked, measured ratio, how decided."""
+    tuning_s: float = 0.0
 
 
 def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
@@ -265,6 +268,7 @@ def _show_outcomes(
     outcomes = [_outcome(t, graph_module) for t in transformations]
     console.print(_passes_table(outcomes))
     _print_skips(console, outcomes)
+    _print_choices(console, outcomes)
     return [asdict(outcome) for outcome in outcomes]
 
 
@@ -273,7 +277,10 @@ def _outcome(transformation: Transformation, graph_module: GraphModule) -> PassO
     name = type(transformation).__name__
     if isinstance(transformation, BuiltinTransformation) and transformation.report is not None:
         report = transformation.report
-        return PassOutcome(name, transformation.signature, list(report.changed), list(report.skipped))
+        return PassOutcome(
+            name, transformation.signature, list(report.changed), list(report.skipped),
+            [asdict(choice) for choice in report.choices], report.tuning_s,
+        )  # fmt: skip
     marked = [node.name for node in transformation.get_transformed_nodes(graph_module)]
     return PassOutcome(name, transformation.signature, marked)
 
@@ -301,6 +308,21 @@ def _print_skips(console: Console, outcomes: list[PassOutcome]) -> None:
         for reason, nodes in by_reason.items():
             shown = ", ".join(nodes[:SKIPPED_EXAMPLES]) + (", ..." if len(nodes) > SKIPPED_EXAMPLES else "")
             console.print(escape(f"  {outcome.name} skipped {len(nodes)}: {reason} ({shown})"))
+
+
+def _print_choices(console: Console, outcomes: list[PassOutcome]) -> None:
+    """Kernel choices grouped by what was picked and how: measured ones with their time ratio
+    against the unchanged op, so a user sees what this machine rewarded."""
+    for outcome in outcomes:
+        groups: dict[tuple[str, str, str], list[float]] = {}
+        for choice in outcome.choices:
+            how = "measured" if choice["how"] == "cached" else choice["how"]
+            groups.setdefault((choice["op"], choice["picked"], how), []).append(choice["ratio"])
+        for (op, picked, how), ratios in groups.items():
+            timing = f", {min(ratios):.2f}-{max(ratios):.2f}x the unchanged op's time" if how == "measured" else ""
+            console.print(escape(f"  {outcome.name} chose {picked} for {len(ratios)} {op} ({how}{timing})"))
+        if outcome.tuning_s:
+            console.print(escape(f"  {outcome.name} timed kernels for {outcome.tuning_s:.2f} s (cached for next time)"))
 
 
 def _verify(

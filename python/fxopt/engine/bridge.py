@@ -103,10 +103,33 @@ class PassReport:
     name: str
     changed: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    choices: list[KernelChoice] = field(default_factory=list)
+    """Kernel choices the pass asked about, per node (fxopt.tuning)."""
+    tuning_s: float = 0.0
+    """Seconds spent timing candidate kernels during the pass (0 when all came from the cache)."""
 
     @classmethod
-    def from_core(cls, name: str, result: _core.PassResult) -> PassReport:
-        return cls(name, list(result.changed), [(s.node, s.reason) for s in result.skipped])
+    def from_core(cls, name: str, result: _core.PassResult, tuning_s: float = 0.0) -> PassReport:
+        return cls(
+            name,
+            list(result.changed),
+            [(s.node, s.reason) for s in result.skipped],
+            [KernelChoice(c.node, c.op, c.picked, c.ratio, c.how) for c in result.choices],
+            tuning_s,
+        )
+
+
+@dataclass
+class KernelChoice:
+    """One answer of the kernel chooser: which candidate `node` got, and why."""
+
+    node: str
+    op: str
+    picked: str
+    ratio: float
+    """The pick's measured time over the unchanged op's (1.0 when nothing was measured)."""
+    how: str
+    """measured, cached, pinned, static (the pass's fallback), with the reason for a fallback."""
 
 
 class Bridge:
@@ -177,17 +200,24 @@ class Bridge:
         self._imported_attributes.add(path)
         self.session.add_attribute(path=path, tensor=self.tensors.add(tensor))
 
-    def run(self, name: str, options: dict[str, Any], signature: str, reverse: bool) -> PassReport:
-        """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`."""
+    def run(
+        self, name: str, options: dict[str, Any], signature: str, reverse: bool, chooser: Any = None
+    ) -> PassReport:
+        """Runs one built-in pass in the core; the GraphModule is untouched until :meth:`sync`.
+
+        `chooser` answers the pass's kernel choices (an object with the `choose` method of
+        fxopt.tuning.GraphChoices and its `spent_s`); None: each pass's static fallback.
+        """
+        spent = getattr(chooser, "spent_s", 0.0)
         if reverse:
             self._check_records_survived(signature)
             self._import_everything()
         with torch.no_grad():  # for every TensorOps call the pass makes
             result = self.session.run(
                 name=name, options=options, signature=signature, reverse=reverse,
-                tensor_ops=_TORCH_OPS, tensor_table=self.tensors,
+                tensor_ops=_TORCH_OPS, tensor_table=self.tensors, chooser=chooser,
             )
-        return PassReport.from_core(name, result)
+        return PassReport.from_core(name, result, getattr(chooser, "spent_s", 0.0) - spent)
 
     def _check_records_survived(self, signature: str) -> None:
         if signature not in self.gm.__dict__.get(APPLIED_ATTR, ()):

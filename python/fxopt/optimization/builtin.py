@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Sequence
 
 from torch.fx import GraphModule
 
-from .. import _core
+from .. import _core, tuning
 from ..engine.bridge import PassReport, attached, detach, paused_gc
 from .transformation import ReversibleTransformation
 
@@ -67,12 +67,13 @@ def run_builtin(steps: Sequence[tuple[BuiltinTransformation, bool]], gm: GraphMo
     returns whether the GraphModule changed."""
     with paused_gc():
         bridge = attached(gm)
+        choices = tuning.current().for_graph(gm)  # one tuning budget for the whole run
         try:
             reports = []
             for transformation, reverse in steps:
                 options = transformation.core_options()
                 signature = transformation.signature
-                reports.append(bridge.run(transformation.core_pass, options, signature, reverse))
+                reports.append(bridge.run(transformation.core_pass, options, signature, reverse, choices))
             changed = bridge.sync()
         except BaseException:
             detach(gm)  # the engine's graph holds edits the GraphModule does not

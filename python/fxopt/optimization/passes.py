@@ -12,8 +12,9 @@ from torch.fx import GraphModule
 from .hardware import fast_bfloat16_cpu, onednn_bfloat16_available, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
-from ..verification.verify import verify
+from .. import tuning
 from .builtin import BuiltinTransformation
+from .int8_calibration import Calibration, fewest_kept
 
 
 class ChangeTrueDivToMulByInverse(BuiltinTransformation):
@@ -315,37 +316,32 @@ class QuantizeLinearsInt8(BuiltinTransformation):
 
     @classmethod
     def calibrated(
-        cls, graph_module: GraphModule, inputs: Inputs, min_cosine: float = 0.999
+        cls,
+        graph_module: GraphModule,
+        inputs: Inputs,
+        min_cosine: float = 0.999,
+        held_out: Sequence[Inputs] = (),
     ) -> QuantizeLinearsInt8:
         """An instance that keeps in float32 the fewest, most sensitive Linears such that every
-        float output of `graph_module` on `inputs` keeps cosine >= `min_cosine`.
+        float output of `graph_module` keeps cosine >= `min_cosine` on `inputs`, and then on each
+        of the `held_out` inputs.
 
-        Sensitivity of a Linear is 1 - cosine of the outputs when it alone is int8; the most
-        sensitive are kept first, and the smallest such prefix meeting the bound is found by
-        bisection. `graph_module` is not changed. Raises ValueError if it has no Linear this
-        transformation can quantize.
+        Sensitivity and the cosines come from simulated int8 Linears in a few forward runs of
+        the float graph (`int8_calibration`): one for every Linear's sensitivity, one per step
+        of a bisection over how many to keep. `graph_module` is not changed. Raises ValueError
+        if it has no Linear this transformation can quantize.
         """
         # Reverse reports the Linears it put back: the ones this transformation can quantize.
         everything = cls()
-        everything(everything(copy.deepcopy(graph_module)), reverse=True)
+        with tuning.pinned(int8_linear="int8_per_token"):  # which can, not which pay here
+            everything(everything(copy.deepcopy(graph_module)), reverse=True)
         linears = list(everything.report.changed) if everything.report else []
         if not linears:
-            raise ValueError("no Linear in this graph can be quantized to int8")
-
-        def cosine(keep: Sequence[str]) -> float:
-            candidate = cls(keep)(copy.deepcopy(graph_module))
-            return verify(graph_module, candidate, inputs).min_cosine or 1.0
-
-        sensitivity = {name: 1 - cosine([n for n in linears if n != name]) for name in linears}
-        ordered = sorted(linears, key=sensitivity.__getitem__, reverse=True)
-        low, high = 0, len(ordered)  # keeping all of them certainly meets the bound
-        while low < high:
-            middle = (low + high) // 2
-            if cosine(ordered[:middle]) >= min_cosine:
-                high = middle
-            else:
-                low = middle + 1
-        return cls(ordered[:low])
+            raise ValueError(
+                "no Linear in this graph can be quantized to int8 here (float32 weights on the CPU, "
+                "and a CPU with VNNI or AMX, where aten._int_mm is fast)"
+            )
+        return cls(fewest_kept(Calibration(graph_module, linears, inputs), min_cosine, held_out))
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):

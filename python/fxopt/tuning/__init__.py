@@ -1,0 +1,10 @@
+"""Kernel choices by measurement: the engine's passes ask which candidate kernel to emit for an
+op (cpp/tuning/chooser.h); this package times the candidates on this machine at the graph's
+shapes and caches the answers per CPU and torch version."""
+
+from __future__ import annotations
+
+from .chooser import MODES, GraphChoices, KernelChooser, Mode, configure, current, pinned
+from .kernels import Problem, register
+
+__all__ = ["MODES", "GraphChoices", "KernelChooser", "Mode", "Problem", "configure", "current", "pinned", "register"]

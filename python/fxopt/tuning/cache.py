@@ -1,0 +1,72 @@
+"""Kernel choices kept on disk, so a second optimize of the same model on this machine tunes
+nothing.
+
+One JSON file per machine and torch version (`choices-<key>.json` in `$FXOPT_CACHE_DIR`, else
+`~/.cache/fxopt`): the file name holds the CPU model, the flags that decide which kernels pay,
+torch's version and the thread count, so a choice measured elsewhere is never reused. Inside,
+entries are keyed by the query (op, shape, dtype, variant and the candidates). A cache that
+cannot be read or written is ignored: tuning then runs again, nothing fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..optimization import hardware
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("FXOPT_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "fxopt"
+
+
+def machine_key() -> str:
+    """What a measurement depends on beyond the query itself."""
+    return "|".join(
+        [hardware.cpu_model(), ",".join(hardware.cpu_flags()), torch.__version__, f"{torch.get_num_threads()}t"]
+    )
+
+
+class ChoiceCache:
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory if directory is not None else cache_dir()
+        self._entries: dict[str, dict[str, Any]] | None = None
+        self._machine = ""
+
+    @property
+    def path(self) -> Path:
+        digest = hashlib.sha1(machine_key().encode()).hexdigest()[:16]
+        return self.directory / f"choices-{digest}.json"
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        # The thread count is part of the key: reload when it changed since the last read.
+        if self._entries is None or self._machine != machine_key():
+            self._machine = machine_key()
+            try:
+                data = json.loads(self.path.read_text())
+                self._entries = data["entries"] if data.get("machine") == self._machine else {}
+            except (OSError, ValueError, KeyError, TypeError):
+                self._entries = {}
+        return self._entries
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._load().get(key)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        entries = self._load()
+        entries[key] = entry
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # Written whole, then renamed: concurrent processes never read half a file.
+            with tempfile.NamedTemporaryFile("w", dir=self.directory, delete=False, suffix=".tmp") as out:
+                json.dump({"machine": self._machine, "entries": entries}, out, indent=1, sort_keys=True)
+            os.replace(out.name, self.path)
+        except OSError:
+            pass

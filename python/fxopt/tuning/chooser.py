@@ -1,0 +1,201 @@
+"""The Python side of the engine's Chooser (cpp/tuning/chooser.h): which candidate kernel a
+pass emits, decided by timing the candidates on this machine at the graph's own shapes.
+
+A query is answered by the first rule that applies:
+1. a pin (`fxopt.tuning.pinned(linear="aten")`): tests and reproducible builds;
+2. mode "static" (`FXOPT_TUNING=static`): the pass's documented fallback;
+3. sizes that stay unknown (no shape recorded, no hint for a symbolic size): the fallback;
+4. the on-disk cache (`cache.py`): a second optimize of the same model tunes nothing;
+5. mode "cached", or the budget of this graph spent: the fallback;
+6. a measurement: short interleaved rounds (`measure.py`); a candidate other than the first
+   (the op as the graph had it) is picked only if it is at least `MARGIN` faster, so a
+   difference inside the noise never changes the graph.
+A candidate this torch or CPU cannot run natively is never timed or picked, whatever the rule
+(the fallback then falls back to the first candidate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal, cast
+
+import torch
+
+from . import kernels
+from .cache import ChoiceCache
+from .measure import best_times
+
+Mode = Literal["measure", "cached", "static"]
+MODES: tuple[Mode, ...] = ("measure", "cached", "static")
+
+MARGIN = 0.03
+"""How much faster than the unchanged op a rewrite must measure to be picked."""
+
+DEFAULT_BUDGET_S = 2.0
+"""Measuring time allowed per transformed graph (one compose); past it, the fallbacks apply."""
+
+
+def _env_mode() -> Mode:
+    mode = os.environ.get("FXOPT_TUNING", "measure")
+    if mode not in MODES:
+        raise ValueError(f"FXOPT_TUNING={mode!r}: expected one of {', '.join(MODES)}")
+    return cast(Mode, mode)
+
+
+class KernelChooser:
+    """The process's settings and cache; `for_graph` answers the queries of one transformation."""
+
+    def __init__(
+        self, mode: Mode | None = None, budget_s: float = DEFAULT_BUDGET_S, cache: ChoiceCache | None = None
+    ) -> None:
+        self.mode: Mode = mode if mode is not None else _env_mode()
+        self.budget_s = budget_s
+        self.pins: dict[str, str] = {}
+        self.cache = cache if cache is not None else ChoiceCache()
+
+    def for_graph(self, gm: torch.fx.GraphModule | None) -> GraphChoices:
+        return GraphChoices(self, gm)
+
+
+class GraphChoices:
+    """Answers the engine's queries while passes run on one GraphModule (bindings/py_chooser.h)."""
+
+    def __init__(self, chooser: KernelChooser, gm: torch.fx.GraphModule | None) -> None:
+        self.chooser = chooser
+        self.gm = gm
+        self.spent_s = 0.0
+        self._nodes: dict[str, torch.fx.Node] | None = None
+        self._last_hint: int | None = None
+
+    def choose(
+        self, op: str, shape: Sequence[int], dtype: str, variant: str, value: str,
+        candidates: Sequence[str], fallback: int,
+    ) -> tuple[int, float, str]:  # fmt: skip
+        available = [i == 0 or _runs_here(op, name) for i, name in enumerate(candidates)]
+        static = fallback if available[fallback] else 0
+        for key in (f"{op}[{variant}]", op):
+            pinned = self.chooser.pins.get(key)
+            if pinned is not None and pinned in candidates and available[candidates.index(pinned)]:
+                return candidates.index(pinned), 1.0, "pinned"
+        if sum(available) == 1:
+            return 0, 1.0, "the only candidate this CPU runs natively"
+        if self.chooser.mode == "static":
+            return static, 1.0, "static"
+        sizes = self._resolved(shape, value)
+        if sizes is None:
+            return static, 1.0, "static: sizes unknown"
+        problem = kernels.Problem(op, sizes, dtype, variant)
+        names = [name for name, ok in zip(candidates, available) if ok]
+        key = json.dumps([op, sizes, dtype, variant, names])
+        entry = self.chooser.cache.get(key)
+        if entry is None:
+            if self.chooser.mode == "cached":
+                return static, 1.0, "static: not in the cache"
+            if self.spent_s >= self.chooser.budget_s:
+                return static, 1.0, "static: tuning budget spent"
+            entry = self._measure(problem, names)
+            self.chooser.cache.put(key, entry)
+            how = "measured"
+        else:
+            how = "cached"
+        return candidates.index(str(entry["picked"])), float(cast(float, entry["ratio"])), how
+
+    def _measure(self, problem: kernels.Problem, names: list[str]) -> dict[str, object]:
+        start = time.perf_counter()
+        with torch.no_grad():
+            runners = {name: _kernel(problem.op, name).build(problem) for name in names}
+            times = best_times(runners)
+        self.spent_s += time.perf_counter() - start
+        base = times[names[0]]
+        best = min(names, key=times.__getitem__)
+        if times[best] > base * (1 - MARGIN):
+            best = names[0]
+        return {"picked": best, "ratio": times[best] / base, "seconds": times}
+
+    def _resolved(self, shape: Sequence[int], value: str) -> tuple[int, ...] | None:
+        """The query's sizes with symbolic ones (-1) read from the value's size hints."""
+        if all(size >= 0 for size in shape):
+            return tuple(shape)
+        hints = self._leading_hint(value)
+        if hints is None:
+            return None
+        # Linear queries: -1 can only be the token count, the product of the leading sizes.
+        return tuple(hints if size < 0 else size for size in shape)
+
+    def _leading_hint(self, value: str) -> int | None:
+        """The product of the value's leading size hints (the sizes it was traced at).
+
+        A value an earlier pass of the run created is not in the fx graph yet; it stands for one
+        that was (the core copies its sizes), but which one is not known here, so it gets the
+        hint last read in this graph: a graph's Linears see one token count almost always.
+        """
+        if self.gm is None:
+            return None
+        if self._nodes is None:
+            self._nodes = {node.name: node for node in self.gm.graph.nodes}
+        node = self._nodes.get(value)
+        if node is None:
+            return self._last_hint
+        meta = node.meta.get("val", node.meta.get("tensor_meta"))
+        sizes = getattr(meta, "shape", None)
+        if sizes is None or len(sizes) == 0:
+            return None
+        hinted = [_hint(size) for size in list(sizes)[:-1]]
+        if any(h is None for h in hinted):
+            return None
+        self._last_hint = math.prod(cast(list[int], hinted))
+        return self._last_hint
+
+
+def _hint(size: object) -> int | None:
+    if isinstance(size, int):
+        return size
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else None
+
+
+def _kernel(op: str, name: str) -> kernels.Kernel:
+    found = kernels.kernel(op, name)
+    if found is None:
+        raise KeyError(f"no kernel {name!r} registered for op {op!r}")
+    return found
+
+
+def _runs_here(op: str, name: str) -> bool:
+    found = kernels.kernel(op, name)
+    return found is not None and found.available()
+
+
+_CHOOSER = KernelChooser()
+
+
+def current() -> KernelChooser:
+    """The chooser every built-in transformation asks."""
+    return _CHOOSER
+
+
+def configure(mode: Mode | None = None, budget_s: float | None = None) -> None:
+    """Sets how kernels are chosen from now on in this process (see the module's rules)."""
+    if mode is not None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+        _CHOOSER.mode = mode
+    if budget_s is not None:
+        _CHOOSER.budget_s = budget_s
+
+
+@contextlib.contextmanager
+def pinned(pins: Mapping[str, str] | None = None, /, **by_op: str) -> Iterator[None]:
+    """Within the block, queries about `op` (or `op[variant]`) take the kernel named, where it
+    is a candidate and runs here: ``with fxopt.tuning.pinned(linear="aten"): ...``."""
+    saved = dict(_CHOOSER.pins)
+    _CHOOSER.pins.update({**(pins or {}), **by_op})
+    try:
+        yield
+    finally:
+        _CHOOSER.pins = saved

@@ -1,0 +1,136 @@
+"""The candidate kernels a pass may ask about, each runnable alone on a problem's shapes.
+
+A kernel is registered under the op the engine names in its query (`linear`, `int8_linear`) and
+the candidate name the pass uses. `available` says whether this torch and CPU run it natively: a
+kernel that cannot win here (an int8 matmul without VNNI/AMX, say) is never timed or picked.
+`build` returns a zero-argument function that runs it once on random operands of the
+problem's shape, dtype and variant, which is all the timing needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..optimization import hardware
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What one query asks about: the op, its sizes (no symbolic ones left), dtype and variant."""
+
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    variant: str
+
+
+Builder = Callable[[Problem], Callable[[], object]]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    available: Callable[[], bool]
+    build: Builder
+
+
+KERNELS: dict[str, dict[str, Kernel]] = {}
+
+
+def register(op: str, name: str, available: Callable[[], bool], build: Builder) -> None:
+    KERNELS.setdefault(op, {})[name] = Kernel(available, build)
+
+
+def kernel(op: str, name: str) -> Kernel | None:
+    return KERNELS.get(op, {}).get(name)
+
+
+def _always() -> bool:
+    return True
+
+
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "none": lambda x: x,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "hardswish": F.hardswish,
+    "relu6": F.relu6,
+}
+
+# oneDNN's post-op spelling of each activation: (attr, scalars, algorithm).
+_POST_OPS: dict[str, tuple[str, list[float], str | None]] = {
+    "gelu": ("gelu", [], "none"),
+    "gelu_tanh": ("gelu", [], "tanh"),
+    "relu6": ("hardtanh", [0.0, 6.0], None),
+    "silu": ("swish", [], None),
+    **{name: (name, [], None) for name in ("relu", "sigmoid", "tanh", "hardswish")},
+}
+
+
+@dataclass(frozen=True)
+class _LinearOperands:
+    x: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    activation: str
+
+
+def _linear_operands(problem: Problem) -> _LinearOperands:
+    tokens, in_features, out_features = problem.shape
+    dtype = getattr(torch, problem.dtype)
+    activation, _, bias = problem.variant.partition(",")
+    generator = torch.Generator().manual_seed(0)
+    return _LinearOperands(
+        torch.randn(tokens, in_features, generator=generator).to(dtype),
+        (torch.randn(out_features, in_features, generator=generator) / in_features**0.5).to(dtype),
+        None if bias == "no_bias" else torch.randn(out_features, generator=generator).to(dtype),
+        activation or "none",
+    )
+
+
+def _aten_linear(problem: Problem) -> Callable[[], object]:
+    o = _linear_operands(problem)
+    act = _ACTIVATIONS[o.activation]
+    return lambda: act(F.linear(o.x, o.weight, o.bias))
+
+
+def _onednn_linear(fused: bool) -> Builder:
+    def build(problem: Problem) -> Callable[[], object]:
+        o = _linear_operands(problem)
+        linear = torch.ops.mkldnn._linear_pointwise
+        if fused:
+            attr, scalars, algorithm = _POST_OPS[o.activation]
+            return lambda: linear(o.x, o.weight, o.bias, attr, scalars, algorithm)
+        act = _ACTIVATIONS[o.activation]
+        return lambda: act(linear(o.x, o.weight, o.bias, "none", [], None))
+
+    return build
+
+
+def _int8_per_token(problem: Problem) -> Callable[[], object]:
+    """The chain QuantizeLinearsInt8 emits (cpp/passes/quantize_linears_int8.h), in ATen."""
+    o = _linear_operands(problem)
+    scales = o.weight.abs().amax(1).clamp_min(torch.finfo(torch.float32).tiny) / 127
+    packed = (o.weight / scales[:, None]).round().to(torch.int8).t().contiguous()
+
+    def run() -> object:
+        token_scale = (o.x.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+        q = (o.x / token_scale).round().to(torch.int8)
+        y = torch._int_mm(q, packed) * token_scale * scales
+        return y if o.bias is None else y + o.bias
+
+    return run
+
+
+register("linear", "aten", _always, _aten_linear)
+register("linear", "onednn", hardware.onednn_linear_available, _onednn_linear(fused=False))
+register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_linear(fused=True))
+register("int8_linear", "float32", _always, _aten_linear)
+register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_per_token)

@@ -1,0 +1,149 @@
+// How passes follow the kernel chooser (tuning/chooser.h): the answer decides the rewrite, the
+// query carries the op's shape, and every answer is reported.
+#include <gtest/gtest.h>
+
+#include "norm_fixtures.h"
+#include "passes/fuse_linear_activation_onednn.h"
+#include "passes/quantize_linears_int8.h"
+
+namespace fxopt {
+namespace {
+
+const std::string kSig = "KernelChoice-test";
+
+// Picks the first of its names that is a candidate (none: an out-of-range index) and keeps
+// every query it got.
+class FixedChooser final : public Chooser {
+ public:
+  explicit FixedChooser(std::vector<std::string> picks) : picks_(std::move(picks)) {}
+  explicit FixedChooser(std::string pick) : FixedChooser(std::vector<std::string>{pick}) {}
+  KernelChoice choose(const ChoiceQuery& query) override {
+    queries.push_back(query);
+    for (const std::string& pick : picks_)
+      for (size_t i = 0; i < query.candidates.size(); ++i)
+        if (query.candidates[i] == pick) return {i, 0.5, "fixed"};
+    return {query.candidates.size(), 1.0, "out of range"};
+  }
+  std::vector<ChoiceQuery> queries;
+
+ private:
+  std::vector<std::string> picks_;
+};
+
+class KernelChoiceTest : public ::testing::Test, protected testing::NormFixture {
+ protected:
+  // x [2, 3, 4] -> linear (4 -> 6) -> gelu -> output
+  void build_linear_gelu() {
+    attribute("fc.weight", {6, 4});
+    attribute("fc.bias", {6});
+    Node* x = b.input("x");
+    Node* w = b.attr("fc_weight", "fc.weight");
+    Node* bias = b.attr("fc_bias", "fc.bias");
+    Node* fc = b.call("linear", "aten.linear.default", {x, w, bias});
+    b.output(Tuple{{b.call("gelu", "aten.gelu.default", {fc})}});
+    program.graph.set_value_info(x, "float32", {2, 3, 4});
+  }
+  PassResult fuse(Chooser& chooser, bool reverse = false) {
+    return run_pass(FuseLinearActivationOneDnn({"float32"}), program, edits, ops, kSig, reverse,
+                    chooser);
+  }
+  size_t count(std::string_view target) const {
+    size_t n = 0;
+    for (const Node* node : program.graph) n += node->target().str() == target;
+    return n;
+  }
+  TensorInfo x_ = input({2, 3, 4});
+};
+
+TEST_F(KernelChoiceTest, TheQueryCarriesTheLinearsShapeAndCandidates) {
+  build_linear_gelu();
+  FixedChooser chooser("onednn_fused");
+  PassResult result = fuse(chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  const ChoiceQuery& q = chooser.queries[0];
+  EXPECT_EQ(q.op, "linear");
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{6, 4, 6}));  // tokens = 2 * 3
+  EXPECT_EQ(q.dtype, "float32");
+  EXPECT_EQ(q.variant, "gelu");
+  EXPECT_EQ(q.value, "x");
+  EXPECT_EQ(q.candidates, (std::vector<std::string>{"aten", "onednn", "onednn_fused"}));
+  EXPECT_EQ(q.fallback, 2u);
+  ASSERT_EQ(result.choices.size(), 1u);
+  EXPECT_EQ(result.choices[0].node, "linear");
+  EXPECT_EQ(result.choices[0].picked, "onednn_fused");
+  EXPECT_EQ(result.choices[0].ratio, 0.5);
+  EXPECT_EQ(result.choices[0].how, "fixed");
+}
+
+TEST_F(KernelChoiceTest, AtenLeavesTheGraphAlone) {
+  build_linear_gelu();
+  auto graph_before = structure();
+  FixedChooser chooser("aten");
+  PassResult result = fuse(chooser);
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[0].reason.find("measured faster"), std::string::npos);
+  EXPECT_EQ(structure(), graph_before);
+}
+
+TEST_F(KernelChoiceTest, UnfusedOneDnnKeepsTheActivationAndReversesExactly) {
+  build_linear_gelu();
+  auto graph_before = structure();
+  auto before = run({{"x", x_}});
+  FixedChooser chooser("onednn");
+  PassResult result = fuse(chooser);
+  EXPECT_EQ(result.changed.size(), 1u);
+  EXPECT_EQ(count("mkldnn._linear_pointwise.default"), 1u);
+  EXPECT_EQ(count("aten.gelu.default"), 1u);
+  Node* fused = program.graph.find_by_name("linear_pointwise");
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->args()[3], Arg("none"));
+  EXPECT_LE(max_diff(before, run({{"x", x_}})), 1e-12);
+  fuse(chooser, /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
+}
+
+TEST_F(KernelChoiceTest, ALaterLinearSeesTheSizesOfAFusedValue) {
+  attribute("a.weight", {6, 4});
+  attribute("c.weight", {5, 6});
+  Node* x = b.input("x");
+  Node* a = b.call("linear", "aten.linear.default", {x, b.attr("a_weight", "a.weight")});
+  Node* relu = b.call("relu", "aten.relu.default", {a});
+  Node* c = b.call("linear_1", "aten.linear.default", {relu, b.attr("c_weight", "c.weight")});
+  b.output(Tuple{{c}});
+  program.graph.set_value_info(x, "float32", {2, 3, 4});
+  program.graph.set_value_info(relu, "float32", {2, 3, 6});
+  FixedChooser chooser(std::vector<std::string>{"onednn_fused", "onednn"});
+  fuse(chooser);
+  ASSERT_EQ(chooser.queries.size(), 2u);
+  EXPECT_EQ(chooser.queries[1].shape, (std::vector<int64_t>{6, 6, 5}));
+}
+
+TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
+  build_linear_gelu();
+  auto graph_before = structure();
+  FixedChooser chooser("float32");
+  PassResult result =
+      run_pass(QuantizeLinearsInt8(Opaque{3}, {}), program, edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].op, "int8_linear");
+  EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
+  EXPECT_TRUE(result.changed.empty());
+  EXPECT_EQ(structure(), graph_before);
+}
+
+TEST_F(KernelChoiceTest, AnAnswerOutOfRangeFailsNamingTheNode) {
+  build_linear_gelu();
+  FixedChooser chooser("no such kernel");
+  try {
+    fuse(chooser);
+    FAIL() << "expected a PassError";
+  } catch (const PassError& e) {
+    EXPECT_NE(std::string(e.what()).find("linear"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("picked candidate 3 of 3"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fxopt

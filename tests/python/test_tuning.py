@@ -1,0 +1,194 @@
+"""Kernel choices by measurement (fxopt.tuning): which candidate a pass emits follows the
+timings, the cache, pins and what this CPU runs natively. Timings are injected: what these tests
+check is the decision, never the speed of this machine."""
+
+from __future__ import annotations
+
+import torch
+import transformers
+import pytest
+
+import fxopt
+from fxopt import tuning
+from fxopt.optimization import FuseLinearActivationOneDnn, QuantizeLinearsInt8, compose
+from fxopt.tuning import chooser as chooser_module
+from fxopt.tuning import kernels
+from fxopt.tuning.cache import ChoiceCache
+
+from conftest import build_model, tiny_bert_config, token_inputs
+
+ONEDNN = "mkldnn._linear_pointwise"
+
+
+@pytest.fixture
+def measuring(tmp_path, monkeypatch):
+    """The process's chooser measuring, with a cache of its own."""
+    chooser = tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    monkeypatch.setattr(chooser, "budget_s", 2.0)
+    return chooser
+
+
+def fake_timings(monkeypatch, seconds: dict[str, float]) -> list[list[str]]:
+    """Every measurement reports `seconds` per candidate; returns the candidate lists timed."""
+    timed: list[list[str]] = []
+
+    def best_times(runners, **_):
+        timed.append(list(runners))
+        for run in runners.values():
+            run()  # the kernels must run on the problem's operands
+        return {name: seconds[name] for name in runners}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    return timed
+
+
+def traced_bert():
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    inputs = token_inputs(2, 8)
+    return model, fxopt.trace(model, example_inputs=inputs), inputs
+
+
+def onednn_calls(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if ONEDNN in str(n.target))
+
+
+def gelu_calls(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if "gelu" in str(n.target))
+
+
+def needs_onednn():
+    if not fxopt.optimization.hardware.onednn_linear_available():
+        pytest.skip("this torch has no oneDNN fused linear")
+
+
+def test_a_candidate_that_loses_is_not_picked(measuring, monkeypatch):
+    needs_onednn()
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 1.2, "onednn_fused": 1.5})
+    model, gm, inputs = traced_bert()
+    pass_ = FuseLinearActivationOneDnn()
+    out = compose(pass_, inplace=False)(gm)
+    assert onednn_calls(out) == 0
+    assert {c.picked for c in pass_.report.choices} == {"aten"}
+    assert {c.how for c in pass_.report.choices} <= {"measured", "cached"}
+    assert all(reason.startswith("ATen's linear was measured faster") for _, reason in pass_.report.skipped)
+
+
+def test_a_winner_within_the_margin_is_not_picked(measuring, monkeypatch):
+    needs_onednn()
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.99, "onednn_fused": 0.98})
+    _, gm, _ = traced_bert()
+    assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) == 0
+
+
+def test_measured_choices_change_the_graph_and_reverse_exactly(measuring, monkeypatch):
+    needs_onednn()
+    # Unfused oneDNN wins: every Linear becomes the op, every GELU stays.
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.8})
+    model, gm, inputs = traced_bert()
+    linears = sum(1 for n in gm.graph.nodes if "linear" in str(n.target))
+    transformation = compose(FuseLinearActivationOneDnn(), inplace=False)
+    out = transformation(gm)
+    assert onednn_calls(out) == linears
+    assert gelu_calls(out) == gelu_calls(gm) > 0
+    torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=1e-5, atol=1e-5)
+    restored = transformation(out, reverse=True)
+    for a, b in zip(torch.utils._pytree.tree_leaves(restored(**inputs)), torch.utils._pytree.tree_leaves(gm(**inputs))):
+        assert torch.equal(a, b)
+
+
+def test_a_second_optimize_tunes_nothing(measuring, monkeypatch):
+    needs_onednn()
+    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.9, "onednn_fused": 0.7})
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    inputs = token_inputs(2, 8)
+    first = fxopt.optimize(model, "default", example_inputs=inputs)
+    assert timed, "the first optimize measured nothing"
+    distinct = len(timed)
+    second = fxopt.optimize(model, "default", example_inputs=inputs)
+    assert len(timed) == distinct
+    assert onednn_calls(first) == onednn_calls(second) > 0
+
+
+def test_the_cache_is_keyed_by_cpu_and_torch_version(tmp_path, monkeypatch):
+    cache = ChoiceCache(tmp_path)
+    cache.put("query", {"picked": "onednn", "ratio": 0.8})
+    assert ChoiceCache(tmp_path).get("query") == {"picked": "onednn", "ratio": 0.8}
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    assert ChoiceCache(tmp_path).get("query") is None
+    monkeypatch.undo()
+    monkeypatch.setattr(fxopt.optimization.hardware, "cpu_model", lambda: "Another CPU")
+    assert ChoiceCache(tmp_path).get("query") is None
+
+
+def test_a_pinned_choice_is_honoured_without_measuring(measuring, monkeypatch):
+    needs_onednn()
+    timed = fake_timings(monkeypatch, {"aten": 0.1, "onednn": 1.0, "onednn_fused": 1.0})
+    _, gm, _ = traced_bert()
+    pass_ = FuseLinearActivationOneDnn()
+    with tuning.pinned({"linear[gelu]": "onednn_fused"}, linear="onednn"):
+        out = compose(pass_, inplace=False)(gm)
+    assert not timed
+    assert onednn_calls(out) > 0 and gelu_calls(out) == 0
+    assert {c.how for c in pass_.report.choices} == {"pinned"}
+    # Pins end with the block.
+    assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) == 0
+
+
+def test_an_unavailable_kernel_is_never_timed_or_picked(measuring, monkeypatch):
+    timed = fake_timings(monkeypatch, {"float32": 1.0, "int8_per_token": 0.01})
+    never = kernels.Kernel(lambda: False, kernels.KERNELS["int8_linear"]["int8_per_token"].build)
+    monkeypatch.setitem(kernels.KERNELS["int8_linear"], "int8_per_token", never)
+    _, gm, inputs = traced_bert()
+    pass_ = QuantizeLinearsInt8()
+    out = compose(pass_, inplace=False)(gm)
+    assert not timed
+    assert not pass_.report.changed
+    assert {c.picked for c in pass_.report.choices} == {"float32"}
+    # Even as the pass's static fallback or a pin.
+    monkeypatch.setattr(measuring, "mode", "static")
+    with tuning.pinned(int8_linear="int8_per_token"):
+        assert not compose(QuantizeLinearsInt8(), inplace=False)(gm).graph.find_nodes(
+            op="call_function", target=torch.ops.aten._int_mm.default
+        )
+    torch.testing.assert_close(out(**inputs), gm(**inputs))
+
+
+def test_past_the_budget_the_static_fallback_applies(measuring, monkeypatch):
+    needs_onednn()
+    monkeypatch.setattr(measuring, "budget_s", 0.0)
+    timed = fake_timings(monkeypatch, {"aten": 0.1, "onednn": 1.0, "onednn_fused": 1.0})
+    _, gm, _ = traced_bert()
+    pass_ = FuseLinearActivationOneDnn()
+    compose(pass_, inplace=False)(gm)
+    assert not timed
+    assert {c.how for c in pass_.report.choices} == {"static: tuning budget spent"}
+    assert {c.picked for c in pass_.report.choices} <= {"onednn", "onednn_fused"}
+
+
+def test_real_timings_pick_a_candidate_that_runs(measuring):
+    """Without injected timings: every registered kernel builds and runs on a real problem."""
+    choices = measuring.for_graph(None)
+    for op, candidates, variant in (
+        ("linear", ["aten", "onednn", "onednn_fused"], "gelu"),
+        ("linear", ["aten", "onednn"], "none,no_bias"),
+        ("int8_linear", ["float32", "int8_per_token"], ""),
+    ):
+        index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
+        assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
+    assert choices.spent_s > 0
+
+
+def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkeypatch):
+    needs_onednn()
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no timer")
+
+    monkeypatch.setattr(chooser_module, "best_times", broken)
+    _, gm, inputs = traced_bert()
+    code = gm.code
+    with pytest.raises(fxopt.optimization.TransformationError, match="kernel chooser failed.*no timer"):
+        compose(FuseLinearActivationOneDnn(), inplace=True)(gm)
+    assert gm.code == code
