@@ -249,7 +249,7 @@ PRESETS: dict[str, Preset] = {
         "decode",
         "default, then weight-only int8 Linears (bfloat16 activations) where this CPU has "
         "native bfloat16: for generate() at batch 1, where reading the weights is the cost; "
-        "per-token logit cosine >= 0.999, >= 95% greedy-token agreement",
+        "per-token logit cosine >= 0.999, >= 95% top-1 agreement teacher-forced",
         _decode,
         Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
         _decode_note,
