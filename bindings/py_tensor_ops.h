@@ -64,6 +64,12 @@ class PyTensorOps final : public TensorOps {
         nb::cast<std::pair<nb::object, nb::object>>(impl_.attr("quantize_rows_int8")(py(a)));
     return {tensors_.add(values), tensors_.add(scales)};
   }
+  QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size) override {
+    nb::gil_scoped_acquire gil;
+    auto [values, scales_and_zeros] = nb::cast<std::pair<nb::object, nb::object>>(
+        impl_.attr("quantize_groups_int4")(py(a), group_size));
+    return {tensors_.add(values), tensors_.add(scales_and_zeros)};
+  }
   std::optional<TensorInfo> evaluate(const Node& node,
                                      const std::vector<TensorInfo>& operands) override {
     nb::gil_scoped_acquire gil;

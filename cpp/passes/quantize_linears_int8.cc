@@ -6,13 +6,13 @@
 
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
+#include "passes/op_chain.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
 namespace {
 
 const Symbol kReshape = Symbol::intern("aten.reshape.default");
-const Symbol kSymSize = Symbol::intern("aten.sym_size.int");
 const Symbol kAbs = Symbol::intern("aten.abs.default");
 const Symbol kAmax = Symbol::intern("aten.amax.default");
 const Symbol kDiv = Symbol::intern("aten.div.Tensor");
@@ -22,55 +22,6 @@ const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kIntMm = Symbol::intern("aten._int_mm.default");
 const Symbol kMul = Symbol::intern("aten.mul.Tensor");
 const Symbol kAdd = Symbol::intern("aten.add.Tensor");
-
-// Creates the chain's ATen calls before `anchor`.
-class ChainBuilder {
- public:
-  ChainBuilder(Rewriter& rewriter, Node* anchor) : rewriter_(rewriter), anchor_(anchor) {}
-
-  Node* call(Symbol target, std::string_view hint, Args args, Kwargs kwargs = {}) {
-    return rewriter_.insert_before(anchor_, NodeKind::CallFunction, target, hint, std::move(args),
-                                   std::move(kwargs));
-  }
-
- private:
-  Rewriter& rewriter_;
-  Node* anchor_;
-};
-
-// Walks the chain `rewrite` built back from its last node, by argument position (fx may have
-// renamed its nodes: names are not stable across syncs), collecting its nodes.
-class ChainWalker {
- public:
-  explicit ChainWalker(Node* last) : last_(last) {}
-
-  // The operand `index` of `node`, which must be a call of `target`; `node` joins the chain.
-  Node* operand(Node* node, Symbol target, size_t index) {
-    if (!node || !node->is(NodeKind::CallFunction, target) || node->args().size() <= index ||
-        !node->args()[index].node())
-      throw PassError(*last_, "is no longer the int8 Linear this transformation made");
-    if (std::ranges::find(nodes_, node) == nodes_.end()) nodes_.push_back(node);
-    return node->args()[index].node();
-  }
-  // Every node met, users before the values they read.
-  const std::vector<Node*>& nodes() const { return nodes_; }
-
- private:
-  Node* last_;
-  std::vector<Node*> nodes_;
-};
-
-// x.shape[:-1] + [n]: recorded sizes where known, aten.sym_size reads where symbolic.
-List output_shape(ChainBuilder& chain, Node* x, int rank, int64_t n) {
-  const std::vector<int64_t>& sizes = x->shape();
-  List shape;
-  for (int d = 0; d + 1 < rank; ++d) {
-    bool known = int(sizes.size()) == rank && sizes[d] >= 0;
-    shape.items.push_back(known ? Arg(sizes[d]) : Arg(chain.call(kSymSize, "sym_size", {x, d})));
-  }
-  shape.items.push_back(n);
-  return shape;
-}
 
 }  // namespace
 
@@ -151,7 +102,7 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
     y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, *view, node, "bias")});
   if (*rank != 2)
     y = chain.call(kReshape, "int8_linear",
-                   {y, output_shape(chain, view->input, *rank, view->out_features)});
+                   {y, output_shape(chain, view->input, *rank, view->out_features, true)});
 
   Node* weight_read = view->weight_node;
   rewriter.replace_and_erase(node, y);
@@ -172,7 +123,7 @@ void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordRead
   std::vector<std::string> attributes;  // the int8 weight and its scales
   for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
 
-  ChainWalker walk(node);
+  ChainWalker walk(node, "int8 Linear");
   Node* y = node;
   if (flattened) {
     y = walk.operand(y, kReshape, 0);
@@ -194,17 +145,7 @@ void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordRead
   Node* inputs[] = {x};
   std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
   rewriter.replace_all_uses(node, rebuilt.back());
-  // Users first: each node is unused by the time it is erased.
-  std::vector<Node*> chain = walk.nodes();
-  std::ranges::sort(chain, [&](Node* a, Node* b) { return rewriter.graph().before(b, a); });
-  for (Node* n : chain) {
-    std::vector<Node*> reads;
-    n->for_each_input([&](Node* input) {
-      if (input->kind() == NodeKind::GetAttr) reads.push_back(input);
-    });
-    rewriter.erase(n);
-    for (Node* read : reads) rewriter.erase_if_unused_read(read);
-  }
+  walk.erase(rewriter);
   for (const std::string& path : attributes) rewriter.remove_attribute(path);
   ctx.restored(rebuilt.back());
 }

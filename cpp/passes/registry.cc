@@ -14,6 +14,7 @@
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/merge_linears.h"
 #include "passes/quantize_linears_int8.h"
+#include "passes/quantize_linears_weight_only.h"
 #include "passes/recognize_linears.h"
 #include "passes/remove_no_ops.h"
 #include "passes/remove_runtime_asserts.h"
@@ -40,7 +41,7 @@ std::string string_option(const Dict& options, std::string_view name) {
 // so a merged Linear never hides a BatchNorm that could have been folded into its members;
 // passes that change the computation (ChangeActivation, ChangePrecision) come late.
 // RecognizeLinears comes before the Linear passes, so they see the Linears it finds;
-// FuseLinearActivationOneDnn and QuantizeLinearsInt8 last, as the Linears they consume are no
+// FuseLinearActivationOneDnn and the int8 passes last, as the Linears they consume are no
 // Linears to the others.
 // The graph cleanups come first: pattern passes then see through no-ops and repeated
 // subexpressions; constants fold after CSE (one fold per distinct expression); dead code after
@@ -111,6 +112,10 @@ const std::vector<PassInfo>& all_passes() {
        "float32 Linears become int8 matrix products with per-token activation and per-channel "
        "weight scales (opt-in, CPU)",
        false, QuantizeLinearsInt8::from_options},
+      {"QuantizeLinearsWeightOnly",
+       "float32 Linears read an int8 copy of their weight (per-channel scales) through ATen's "
+       "weight-only kernel; activations stay float (opt-in, CPU)",
+       false, QuantizeLinearsWeightOnly::from_options},
   };
   return passes;
 }

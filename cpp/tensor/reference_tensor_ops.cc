@@ -197,4 +197,25 @@ QuantizedRows ReferenceTensorOps::quantize_rows_int8(const TensorInfo& a) {
   return {make(a.shape, std::move(quantized), "int8"), make({rows}, std::move(scales))};
 }
 
+QuantizedGroups ReferenceTensorOps::quantize_groups_int4(const TensorInfo& a, int64_t group_size) {
+  if (a.shape.size() != 2 || group_size <= 0 || a.shape[1] % group_size != 0)
+    throw std::invalid_argument("quantize_groups_int4 needs a 2-D tensor of whole groups");
+  const std::vector<double>& v = values(a);
+  int64_t rows = a.shape[0], cols = a.shape[1], groups = cols / group_size;
+  std::vector<double> quantized(v.size()), scales_and_zeros(groups * rows * 2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      auto first = v.begin() + r * cols + g * group_size;
+      auto [low, high] = std::minmax_element(first, first + group_size);
+      double scale = std::max((*high - *low) / 15, 1e-6);
+      for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
+        quantized[r * cols + c] =
+            std::clamp(std::nearbyint((v[r * cols + c] - *low) / scale), 0.0, 15.0);
+      scales_and_zeros[(g * rows + r) * 2] = scale;
+      scales_and_zeros[(g * rows + r) * 2 + 1] = *low + 8 * scale;
+    }
+  return {make(a.shape, std::move(quantized), "int32"),
+          make({groups, rows, 2}, std::move(scales_and_zeros))};
+}
+
 }  // namespace fxopt

@@ -22,6 +22,16 @@ struct QuantizedRows {
   TensorInfo scales;  // float32, [rows]
 };
 
+// A 2-D [N, K] tensor quantized to 4 bits asymmetrically per group of `group_size` columns of a
+// row, as ATen's CPU int4 kernels take it: q = round((a - min) / scale) in [0, 15] with
+// scale = (max - min) / 15, and a = (q - 8) * scale + zero, zero = min + 8 * scale.
+struct QuantizedGroups {
+  // The q values in the layout of the implementation's kernel (torch: packed two per byte by
+  // aten._convert_weight_to_int4pack_for_cpu; the reference: one int32 per element, [N, K]).
+  TensorInfo values;
+  TensorInfo scales_and_zeros;  // float32, [K / group_size, N, 2]: scale, zero
+};
+
 class TensorOps {
  public:
   virtual ~TensorOps() = default;
@@ -46,6 +56,8 @@ class TensorOps {
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
   virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
+  // Requires K divisible by group_size and N by 16 (the packing's tile).
+  virtual QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size) = 0;
   // Runs the call `node` (call_function or call_method) once, with `operands[i]` standing for
   // the i-th node it reads (Node::for_each_input order) and its other arguments as they are;
   // nullopt if the call does not return a tensor. How passes fold constants: the op itself is

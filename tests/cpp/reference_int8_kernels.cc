@@ -1,5 +1,5 @@
 // Reference kernels for what QuantizeLinearsInt8 builds: the ATen ops of dynamic per-token int8
-// quantization and the int8 matrix product (held as doubles, like every reference tensor).
+// quantization, the int8 matrix product and the weight-only int8 and int4 products (held as doubles, like every reference tensor).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -68,6 +68,39 @@ Value int_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& ar
   return in.ops().make({n, m}, std::move(out), "int32");
 }
 
+// aten._weight_int8pack_mm: a [M, K] times int8 b [N, K] transposed, column n scaled by s[n].
+Value weight_int8pack_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &s = tensor(args, 2);
+  if (b.dtype != "int8") throw std::invalid_argument("_weight_int8pack_mm: int8 weights only");
+  int64_t m = a.shape.at(0), k = a.shape.at(1), n = b.shape.at(0);
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b), &sv = in.ops().values(s);
+  std::vector<double> out(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p) out[i * n + j] += av[i * k + p] * bv[j * k + p];
+      out[i * n + j] *= sv[j];
+    }
+  return in.ops().make({m, n}, std::move(out), a.dtype);
+}
+
+// aten._weight_int4pack_mm_for_cpu on the reference layout of QuantizedGroups (one int32 per
+// element, [N, K]): a times ((q - 8) * scale + zero) transposed, per group of columns.
+Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
+                         const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &sz = tensor(args, 3);
+  int64_t group = node.args().at(2).integer().value();
+  int64_t m = a.shape.at(0), k = a.shape.at(1), n = b.shape.at(0);
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b), &szv = in.ops().values(sz);
+  std::vector<double> out(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) {
+        size_t at = size_t((p / group * n + j) * 2);
+        out[i * n + j] += av[i * k + p] * ((bv[j * k + p] - 8) * szv[at] + szv[at + 1]);
+      }
+  return in.ops().make({m, n}, std::move(out), a.dtype);
+}
+
 }  // namespace
 
 void add_int8_kernels(ReferenceInterpreter& interpreter) {
@@ -87,6 +120,8 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
       });
   add("aten.amax.default", row_max);
   add("aten._int_mm.default", int_mm);
+  add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
+  add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

@@ -33,6 +33,7 @@ import fxopt
 from fxopt.optimization import (
     FoldConstants,
     QuantizeLinearsInt8,
+    QuantizeLinearsWeightOnly,
     ChangeActivation,
     ChangePrecision,
     ChangeTrueDivToMulByInverse,
@@ -76,6 +77,9 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
     "QuantizeLinearsInt8()": QuantizeLinearsInt8,
+    "QuantizeLinearsWeightOnly(torch.bfloat16)": lambda: QuantizeLinearsWeightOnly(torch.bfloat16),
+    "QuantizeLinearsWeightOnly(torch.float32)": lambda: QuantizeLinearsWeightOnly(torch.float32),
+    "QuantizeLinearsWeightOnly(bits=4)": lambda: QuantizeLinearsWeightOnly(bits=4),
 }
 
 DIVISORS = ("8", "3.0", "0.1", "1e-39", "1e30", "-2.5")

@@ -24,6 +24,7 @@ from fxopt.optimization import (
     FuseLinearActivationOneDnn,
     MergeLinears,
     QuantizeLinearsInt8,
+    QuantizeLinearsWeightOnly,
     RemoveRuntimeAsserts,
     Transformation,
     compose,
@@ -72,9 +73,12 @@ def _round_trip(model: torch.nn.Module, mode: str, *members: Transformation,
         # the removal records naming it went stale.
         (Parallel, (QuantizeLinearsInt8, EliminateDeadCode)),
         (Parallel, (QuantizeLinearsInt8, RemoveRuntimeAsserts)),
+        (Parallel, (MergeLinears, QuantizeLinearsWeightOnly, EliminateDeadCode)),
+        (_linear_bn, (FuseBatchNorm1dInLinear, QuantizeLinearsWeightOnly)),
     ],
     ids=["bias-bn", "bn-bias", "bias-precision", "merge-precision", "merge-bias-onednn",
-         "bias-onednn", "precision-bias", "precision-merge", "int8-dce", "int8-asserts"],
+         "bias-onednn", "precision-bias", "precision-merge", "int8-dce", "int8-asserts",
+         "merge-int8wo-dce", "bn-int8wo"],
 )  # fmt: skip
 def test_composition_reverses_exactly(model, members, mode: str) -> None:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)

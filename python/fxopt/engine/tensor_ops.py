@@ -77,6 +77,19 @@ class TorchTensorOps:
         values = torch.round(t / scales[:, None]).to(torch.int8)
         return _own(values), _own(scales)
 
+    def quantize_groups_int4(self, a: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """4-bit values packed for aten._weight_int4pack_mm_for_cpu, and its [K / group, N, 2]
+        scales and zeros (tensor_ops.h: QuantizedGroups)."""
+        rows, cols = a.shape
+        groups = a.detach().float().reshape(rows, cols // group_size, group_size)
+        low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
+        scales = ((high - low) / 15).clamp_min(1e-6)
+        values = torch.round((groups - low) / scales).clamp(0, 15).reshape(rows, cols).to(torch.int32)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values, 1)
+        zeros = low + 8 * scales
+        scales_and_zeros = torch.stack([scales.squeeze(-1).t(), zeros.squeeze(-1).t()], -1)
+        return _own(packed), _own(scales_and_zeros)
+
     def evaluate(
         self, target: Any, is_method: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> torch.Tensor | None:

@@ -1,0 +1,204 @@
+"""`fxopt.optimize_model`: the user's model object, its forward running optimized graphs.
+
+`generate()`, `transformers.pipeline` and sentence-transformers' `encode` call the model
+object and read its config, so the object itself must stay: only the forwards of its
+Linear-heavy blocks change. A block is a submodule whose forward takes one tensor and holds at
+least one Linear (an MLP, a lone projection, a transformers Conv1D); attention, whose forward
+takes the KV cache, masks and positions, stays eager, and its projections become blocks of their
+own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
+rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
+graph then serves every sequence and cache length, so decoding never retraces. Each graph is
+timed against the block's own forward on that first input and kept only if faster: which form
+of a Linear wins depends on the CPU and the number of tokens.
+
+The graphs are not registered as submodules, so `state_dict`, `save_pretrained` and
+`parameters()` see the original modules and weights, which no pass changes (passes are
+copy-on-write). `restore_model` drops the graphs and gives the original forwards back.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+from torch.fx import GraphModule
+from torch.fx.passes.shape_prop import ShapeProp
+
+from ..tracing.dummy_inputs import Inputs
+from ..tracing.trace import trace
+from .presets import preset as build_preset
+from .transformation import Transformation
+
+ModelT = TypeVar("ModelT", bound=nn.Module)
+
+_MARK = "_fxopt_optimized_blocks"
+"""Attribute of an optimized model: the names of the blocks whose forward fxopt replaced."""
+
+
+FEW_ROWS = 8
+"""Inputs of at most this many rows (tokens, over the batch) are decoding steps: the fastest
+form of a Linear differs between them and a prefill (weight-only int8 at one token beats
+float32 2-3x on an AVX512-BF16 CPU and loses at 128), so each gets its own graph and choice."""
+
+
+class OptimizedForward:
+    """A block's forward: the block's graph optimized for inputs of one rank, dtype and size
+    class (decoding step or not), or the original forward where that measured faster.
+
+    Graphs are built on first use of each class; preparing a prefill-sized input prepares the
+    one-token class too (its first rows), so decoding starts with nothing left to prepare.
+    """
+
+    def __init__(self, module: nn.Module, traced: GraphModule, preset: str) -> None:
+        self.original = module.forward  # the bound method, restored by restore_model
+        self.traced = traced
+        self.traced_code = traced.code
+        self.preset = preset
+        self.graphs: dict[tuple[int, torch.dtype, bool], Any] = {}
+
+    def __call__(self, x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return self.original(x)
+        key = _size_class(x)
+        run = self.graphs.get(key)
+        if run is None:
+            run = self.graphs[key] = self._prepare(x)
+            if not key[2] and x.dim() >= 2:
+                step = x.narrow(-2, 0, 1)
+                if _size_class(step) not in self.graphs:
+                    self.graphs[_size_class(step)] = self._prepare(step)
+        return run(x)
+
+    def _prepare(self, x: torch.Tensor) -> Any:
+        """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
+        if the trace does not compute what the block does on `x` (a symbolic trace can fix a
+        branch the block takes by input), or if the graph is not faster on `x`."""
+        graph = GraphModule(self.traced, copy.deepcopy(self.traced.graph))
+        _own_modules(graph)
+        with torch.no_grad():
+            if not _same(graph(x), self.original(x)):
+                return self.original
+        ShapeProp(graph).propagate(x)  # ranks and dtypes, which some passes need
+        transformation: Transformation = build_preset(self.preset, inplace=True)
+        optimized = transformation(graph)
+        if optimized.code == self.traced_code:
+            return self.original
+        return optimized if _faster(optimized, self.original, x) else self.original
+
+
+def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
+    rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
+    return x.dim(), x.dtype, rows <= FEW_ROWS
+
+
+def _faster(candidate: Any, reference: Any, x: torch.Tensor, rounds: int = 5) -> bool:
+    """True if `candidate` takes less time on `x` than `reference`: medians of interleaved
+    calls after one warm-up each, so load on a shared machine hits both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    with torch.no_grad():
+        candidate(x), reference(x)
+        for _ in range(rounds):
+            for fn, samples in ((candidate, times[0]), (reference, times[1])):
+                start = time.perf_counter()
+                fn(x)
+                samples.append(time.perf_counter() - start)
+    return statistics.median(times[0]) < statistics.median(times[1])
+
+
+def _same(a: Any, b: Any) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+
+
+def _own_modules(module: nn.Module) -> None:
+    """Gives `module` copies of its submodules that share their tensors but not their tables.
+
+    A traced graph calls the user's own modules, and passes store new tensors (an int8 weight)
+    under the path of the module they belong to: into these copies, not into the user's model,
+    whose state_dict and save_pretrained must stay as they were.
+    """
+    for name, child in list(module.named_children()):
+        own = copy.copy(child)
+        own._parameters = dict(child._parameters)
+        own._buffers = dict(child._buffers)
+        own._non_persistent_buffers_set = set(child._non_persistent_buffers_set)
+        own._modules = dict(child._modules)
+        module._modules[name] = own
+        _own_modules(own)
+
+
+def _is_block(module: nn.Module) -> bool:
+    """A forward of exactly one required tensor argument, over at least one Linear."""
+    try:
+        parameters = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(parameters) != 1 or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return False
+    # transformers' Conv1D (GPT-2) is a Linear with a transposed weight.
+    return any(isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D" for m in module.modules())
+
+
+def _install(module: nn.Module, name: str, preset: str, installed: list[str]) -> None:
+    """Makes `module` (or, where it cannot be a block, its children) run optimized graphs."""
+    if name and _is_block(module):
+        try:
+            traced = trace(module, mode="symbolic")
+        except Exception:  # noqa: BLE001 - any trace failure: its children may still trace
+            traced = None
+        if traced is not None:
+            module.forward = OptimizedForward(module, traced, preset)  # type: ignore[method-assign]
+            installed.append(name)
+            return
+    for child_name, child in module.named_children():
+        _install(child, f"{name}.{child_name}" if name else child_name, preset, installed)
+
+
+def optimize_model(model: ModelT, preset: str = "default", *, calibration: Inputs | None = None) -> ModelT:
+    """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`.
+
+    The class, config, `generate`, hooks and `save_pretrained` (of the original weights) stay;
+    ``fxopt.restore_model(model)`` undoes it. Graphs are prepared on each block's first call;
+    `calibration` (one tensor, a tuple of positional or a dict of keyword arguments) is run
+    through the model once now so the first real call pays nothing. The model must be in eval
+    mode and stay on its device and dtype (convert it first, then optimize).
+    """
+    if getattr(model, _MARK, None) is not None:
+        raise ValueError("this model is optimized already; fxopt.restore_model(model) first")
+    build_preset(preset)  # an unknown preset fails here, not on the first call
+    installed: list[str] = []
+    _install(model, "", preset, installed)
+    object.__setattr__(model, _MARK, tuple(installed))
+    if calibration is not None:
+        with torch.no_grad():
+            if isinstance(calibration, Mapping):
+                model(**calibration)
+            elif isinstance(calibration, (tuple, list)):
+                model(*calibration)
+            else:
+                model(calibration)
+    return model
+
+
+def optimized_blocks(model: nn.Module) -> tuple[str, ...]:
+    """The names of the blocks `optimize_model` gave optimized forwards; () if none."""
+    return tuple(getattr(model, _MARK, ()))
+
+
+def restore_model(model: ModelT) -> ModelT:
+    """`model` with its original forwards back (weights were never changed); returns it."""
+    for name in optimized_blocks(model):
+        block = model.get_submodule(name)
+        if isinstance(block.__dict__.get("forward"), OptimizedForward):
+            del block.__dict__["forward"]
+    if _MARK in model.__dict__:
+        del model.__dict__[_MARK]
+    return model

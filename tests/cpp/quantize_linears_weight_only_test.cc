@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include "norm_fixtures.h"
+#include "passes/quantize_linears_weight_only.h"
+
+namespace fxopt {
+namespace {
+
+const std::string kSig = "QuantizeLinearsWeightOnly-test";
+
+class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing::NormFixture {
+ protected:
+  PassResult apply(std::string activation, bool reverse = false, int bits = 8) {
+    return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, 4),
+                    program, edits, ops, kSig, reverse);
+  }
+};
+
+TEST_F(QuantizeLinearsWeightOnlyTest, AtenLinearWithBiasReadsInt8WeightsAndReversesExactly) {
+  attribute("w", {4, 8});
+  attribute("bias", {4});
+  TensorInfo x_value = input({5, 8});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {5, 8});
+  Node* w = b.attr("w", "w");
+  Node* bias = b.attr("bias", "bias");
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, w, bias})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  PassResult forward = apply("float32");
+  ASSERT_EQ(forward.changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.add.Tensor"), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32: no casts
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 0u);   // 2-D: no reshapes
+  EXPECT_EQ(count(NodeKind::GetAttr, "w"), 0u);  // the float weight is no longer read
+  // The weight is stored once as int8 [N, K] (the kernel's layout), the original stays.
+  const TensorInfo& values = program.attributes.at("w_int8wo");
+  EXPECT_EQ(values.dtype, "int8");
+  EXPECT_EQ(values.shape, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(program.attributes.at("w_int8wo_scale").shape, std::vector<int64_t>{4});
+  EXPECT_TRUE(program.attributes.contains("w"));
+  auto after = run({{"x", x_value}});
+  double error = max_diff(before, after);
+  EXPECT_GT(error, 0.0);  // it did quantize
+  EXPECT_LT(error, 0.05);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  PassResult backward = apply("float32", /*reverse=*/true);
+  EXPECT_EQ(backward.changed.size(), 1u);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("w_int8wo"));
+  EXPECT_FALSE(program.attributes.contains("w_int8wo_scale"));
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEveryCall) {
+  linear_module("fc", 16, 8, true);
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 16});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto graph_before = structure();
+
+  ASSERT_EQ(apply("bfloat16").changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallModule, "fc"), 0u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 2u);  // in and out
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 2u);   // flatten, unflatten
+  // Leading sizes follow the input (never the recorded 2 and 3): one graph for every length.
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.sym_size.int"), 2u);
+  EXPECT_EQ(program.attributes.at("fc.weight_int8wo_scale").dtype, "bfloat16");
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  apply("bfloat16", /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("fc.weight_int8wo"));
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {
+  attribute("w", {16, 8});  // out_features a multiple of 16, in_features of the group size 4
+  TensorInfo x_value = input({3, 8});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {3, 8});
+  Node* w = b.attr("w", "w");
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, w})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  ASSERT_EQ(apply("float32", false, 4).changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int4pack_mm_for_cpu.default"), 1u);
+  EXPECT_EQ(program.attributes.at("w_int4wo_scale_zeros").shape,
+            (std::vector<int64_t>{2, 16, 2}));  // [K / group, N, (scale, zero)]
+  double error = max_diff(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.2);  // 16 levels per group of 4
+
+  apply("float32", /*reverse=*/true, 4);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains("w_int4wo"));
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesTheKernelCannotPack) {
+  attribute("w", {8, 8});  // 8 outputs: not a multiple of 16
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {3, 8});
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, b.attr("w", "w")})}});
+  PassResult result = apply("float32", false, 4);
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_EQ(result.skipped[0].reason,
+            "int4: its out_features 8 is not a multiple of 16 (the kernel's packing)");
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, SkipsHalfPrecisionAndUnknownRankLinears) {
+  linear_module("half", 4, 4, true, "float16");
+  linear_module("unknown", 4, 4, true);
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 4});
+  Node* y = b.input("y");  // no recorded facts
+  b.output(Tuple{{b.module("half", "half", {x}), b.module("unknown", "unknown", {y})}});
+  auto graph_before = structure();
+
+  PassResult result = apply("bfloat16");
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 2u);
+  EXPECT_EQ(result.skipped[0].reason, "its weight is float16, not float32");
+  EXPECT_EQ(result.skipped[1].reason.find("the rank of its input is not known"), 0u);
+  EXPECT_EQ(structure(), graph_before);
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, OptionsAreChecked) {
+  EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(Dict{}), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "bfloat16"}}}),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "int4"}}}),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsWeightOnly::from_options(
+                   Dict{{{"activation", "float32"}, {"bits", int64_t{3}}}}),
+               std::invalid_argument);
+  EXPECT_NE(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "float32"}}}), nullptr);
+}
+
+}  // namespace
+}  // namespace fxopt

@@ -1,0 +1,97 @@
+"""fxopt.optimize_model / restore_model: generate() on the model object itself, per-block graphs
+prepared once per rank (never per decoding step), the original weights saved and restored."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+
+import fxopt
+from fxopt.optimization.model import OptimizedForward, optimized_blocks
+
+
+def tiny_llama() -> transformers.LlamaForCausalLM:
+    config = transformers.LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def greedy(model: transformers.PreTrainedModel, prompt: torch.Tensor, tokens: int = 16) -> torch.Tensor:
+    return model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+
+
+PROMPT = torch.randint(1, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+
+
+def test_default_preset_generates_the_same_tokens_and_restores_bit_exact() -> None:
+    model = tiny_llama()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    expected = greedy(model, PROMPT)
+    assert fxopt.optimize_model(model) is model
+    blocks = optimized_blocks(model)
+    # MLPs are blocks; attention stays eager and its projections are blocks of their own.
+    assert "model.layers.0.mlp" in blocks and "model.layers.0.self_attn.q_proj" in blocks
+    assert "lm_head" in blocks and "model.layers.0.self_attn" not in blocks
+    assert torch.equal(greedy(model, PROMPT), expected)
+    assert model.state_dict().keys() == state.keys()
+    assert fxopt.restore_model(model) is model
+    assert optimized_blocks(model) == ()
+    assert not any(isinstance(m.__dict__.get("forward"), OptimizedForward) for m in model.modules())
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, state[name]), name
+
+
+def test_decode_preset_prepares_each_block_once_and_stays_close() -> None:
+    model = tiny_llama()
+    expected = greedy(model, PROMPT, 24)
+    with torch.no_grad():
+        reference = model(expected).logits
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    forwards = [m.forward for m in model.modules() if isinstance(m.__dict__.get("forward"), OptimizedForward)]
+    # The calibration prepared the prefill's size class and the one-token steps'.
+    assert forwards and all(len(f.graphs) == 2 for f in forwards)
+    tokens = greedy(model, PROMPT, 24)  # prefill of 12 tokens, then 23 steps of one
+    assert all(len(f.graphs) == 2 for f in forwards)  # no step prepared (traced) anything again
+    # Teacher-forced, on the tokens float32 chose: random weights give nearly tied logits, so
+    # free-running greedy decoding diverges at the first flipped token and compares nothing after.
+    with torch.no_grad():
+        logits = model(expected).logits[0]
+    cosine = torch.nn.functional.cosine_similarity(logits, reference[0], dim=-1).min()
+    declared = fxopt.optimization.presets.get_preset("decode").accuracy
+    assert declared is not None and cosine >= declared.min_cosine
+    assert (logits.argmax(-1) == reference[0].argmax(-1)).float().mean() >= 0.9
+    assert tokens.shape == expected.shape
+    fxopt.restore_model(model)
+    assert torch.equal(greedy(model, PROMPT, 24), expected)
+
+
+def test_save_pretrained_writes_the_original_weights(tmp_path: os.PathLike[str]) -> None:
+    model = tiny_llama()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    model.save_pretrained(tmp_path)
+    saved = load_file(os.path.join(tmp_path, "model.safetensors"))
+    assert not any("int8" in key for key in saved)
+    for name, value in saved.items():
+        assert torch.equal(value, state[name]), name
+
+
+def test_optimizing_twice_or_with_an_unknown_preset_is_refused() -> None:
+    model = tiny_llama()
+    with pytest.raises(Exception, match="unknown preset"):
+        fxopt.optimize_model(model, "no-such-preset")
+    fxopt.optimize_model(model)
+    with pytest.raises(ValueError, match="optimized already"):
+        fxopt.optimize_model(model)
