@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
 #include "rewrite/capture.h"
@@ -95,6 +96,15 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
+  if (bits_ == 8) {
+    ChoiceQuery query =
+        linear_choice_query(*view, "int8_weight_only", "none", {"float32", "int8_weight_only"}, 1);
+    query.dtype = activation_;  // what the kernel multiplies in: its speed depends on it
+    if (ctx.choose(*node, query) == "float32")
+      return ctx.skip(*node,
+                      "the float32 Linear was measured faster here at this shape (see the pass's "
+                      "choices)");
+  }
 
   const TensorInfo& weight = *view->params.tensor("weight");
   bool cast = activation_ != "float32";

@@ -26,6 +26,9 @@
 // 768x2048 0.083 vs 0.235, 768x32000 1.45 vs 4.84 (2.1-3.3x faster); with float32 activations
 // the kernel is 4-5x *slower* than float32 (0.35 / 0.91 / 19.3 ms). So the activation dtype is
 // an option, and the decode preset picks bfloat16 only where the CPU has it natively.
+// Kernel choice (tuning/chooser.h), per 8-bit Linear: "float32" (leave it) or "int8_weight_only"
+// at the Linear's own sizes and activation dtype; the static fallback quantizes. 4 bits is asked
+// for by name and not chosen.
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
 // torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,

@@ -5,6 +5,7 @@
 #include "norm_fixtures.h"
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/quantize_linears_int8.h"
+#include "passes/quantize_linears_weight_only.h"
 
 namespace fxopt {
 namespace {
@@ -130,6 +131,20 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   EXPECT_EQ(chooser.queries[0].op, "int8_linear");
   EXPECT_EQ(chooser.queries[0].variant, "none");
   EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
+  EXPECT_TRUE(result.changed.empty());
+  EXPECT_EQ(structure(), graph_before);
+}
+
+TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {
+  build_linear_gelu();
+  auto graph_before = structure();
+  FixedChooser chooser("float32");
+  PassResult result = run_pass(QuantizeLinearsWeightOnly("bfloat16", Opaque{5}, Opaque{6}, 8, 32),
+                               program, edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].op, "int8_weight_only");
+  EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
+  EXPECT_EQ(chooser.queries[0].shape, (std::vector<int64_t>{6, 4, 6}));
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(structure(), graph_before);
 }

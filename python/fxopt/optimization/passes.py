@@ -390,8 +390,9 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
 def weight_only_activation() -> torch.dtype | None:
     """The activation dtype weight-only int8 Linears pay off with on this CPU, or None.
 
-    The one place the choice is made (until kernels are chosen by measurement per shape): the
-    int8 kernel with bfloat16 activations beat float32 Linears at every decode shape measured,
-    with float32 activations it lost 4-5x, and bfloat16 is only fast where the CPU has it.
+    The one place the activation dtype is chosen: the int8 kernel with bfloat16 activations beat
+    float32 Linears at every decode shape measured, with float32 activations it lost 4-5x, and
+    bfloat16 is only fast where the CPU has it. Whether each Linear then pays at its own sizes
+    is measured (fxopt.tuning, op `int8_weight_only`).
     """
     return torch.bfloat16 if fast_bfloat16_cpu() else None

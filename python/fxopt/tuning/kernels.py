@@ -10,12 +10,16 @@ problem's shape, dtype and variant, which is all the timing needs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
+from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
+
+_WEIGHTS = TorchTensorOps()
+"""Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,8 @@ def _onednn_linear(fused: bool) -> Builder:
 def _int8_per_token(problem: Problem) -> Callable[[], object]:
     """The chain QuantizeLinearsInt8 emits (cpp/passes/quantize_linears_int8.h), in ATen."""
     o = _linear_operands(problem)
-    scales = o.weight.abs().amax(1).clamp_min(torch.finfo(torch.float32).tiny) / 127
-    packed = (o.weight / scales[:, None]).round().to(torch.int8).t().contiguous()
+    values, scales = _WEIGHTS.quantize_rows_int8(o.weight)
+    packed = values.t().contiguous()
 
     def run() -> object:
         token_scale = (o.x.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
@@ -129,8 +133,33 @@ def _int8_per_token(problem: Problem) -> Callable[[], object]:
     return run
 
 
+def _float32_linear(problem: Problem) -> Callable[[], object]:
+    """The Linear a weight-only query starts from: float32, whatever the kernel's activations."""
+    return _aten_linear(replace(problem, dtype="float32"))
+
+
+def _int8_weight_only(problem: Problem) -> Callable[[], object]:
+    """The chain QuantizeLinearsWeightOnly emits for 8 bits (its casts included), in ATen."""
+    o = _linear_operands(replace(problem, dtype="float32"))
+    activations = getattr(torch, problem.dtype)
+    values, scales = _WEIGHTS.quantize_rows_int8(o.weight)
+    scales = scales.to(activations)
+
+    def run() -> object:
+        y = torch.ops.aten._weight_int8pack_mm(o.x.to(activations), values, scales).float()
+        return y if o.bias is None else y + o.bias
+
+    return run
+
+
+def _has_int8_weight_kernel() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int8pack_mm")
+
+
 register("linear", "aten", _always, _aten_linear)
 register("linear", "onednn", hardware.onednn_linear_available, _onednn_linear(fused=False))
 register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_linear(fused=True))
 register("int8_linear", "float32", _always, _aten_linear)
 register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_per_token)
+register("int8_weight_only", "float32", _always, _float32_linear)
+register("int8_weight_only", "int8_weight_only", _has_int8_weight_kernel, _int8_weight_only)
