@@ -6,10 +6,14 @@ namespace fxopt {
 
 const Symbol kSymSize = Symbol::intern("aten.sym_size.int");
 
+void ChainWalker::mismatch() const {
+  throw PassError(*last_, "is no longer the " + what_ + " this transformation made");
+}
+
 Node* ChainWalker::operand(Node* node, Symbol target, size_t index) {
   if (!node || !node->is(NodeKind::CallFunction, target) || node->args().size() <= index ||
       !node->args()[index].node())
-    throw PassError(*last_, "is no longer the " + what_ + " this transformation made");
+    mismatch();
   if (std::ranges::find(nodes_, node) == nodes_.end()) nodes_.push_back(node);
   return node->args()[index].node();
 }

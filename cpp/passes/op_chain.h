@@ -36,6 +36,8 @@ class ChainWalker {
 
   // The operand `index` of `node`, which must be a call of `target`; `node` joins the chain.
   Node* operand(Node* node, Symbol target, size_t index);
+  // Throws the error of a chain that is no longer what the pass made.
+  [[noreturn]] void mismatch() const;
   // Every node met, users before the values they read.
   const std::vector<Node*>& nodes() const { return nodes_; }
   // Erases the chain (users first) and the get_attr reads only it used.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
@@ -12,7 +13,6 @@
 namespace fxopt {
 namespace {
 
-const Symbol kReshape = Symbol::intern("aten.reshape.default");
 const Symbol kAbs = Symbol::intern("aten.abs.default");
 const Symbol kAmax = Symbol::intern("aten.amax.default");
 const Symbol kDiv = Symbol::intern("aten.div.Tensor");
@@ -21,7 +21,6 @@ const Symbol kRound = Symbol::intern("aten.round.default");
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kIntMm = Symbol::intern("aten._int_mm.default");
 const Symbol kMul = Symbol::intern("aten.mul.Tensor");
-const Symbol kAdd = Symbol::intern("aten.add.Tensor");
 
 }  // namespace
 
@@ -85,8 +84,7 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   rewriter.set_attribute(scales_path, quantized.scales);
 
   ChainBuilder chain(rewriter, node);
-  Node* x = view->input;
-  if (*rank != 2) x = chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view->in_features}}});
+  Node* x = flat_linear_input(chain, *view, view->input, *rank);
   Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});
   Node* scale = chain.call(
       kClampMin, "token_scale",
@@ -98,56 +96,21 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   Node* product = chain.call(kIntMm, "int_mm", {q, rewriter.read_attribute(node, values_path)});
   Node* y = chain.call(kMul, "mul", {product, scale});
   y = chain.call(kMul, "mul", {y, rewriter.read_attribute(node, scales_path)});
-  if (view->has_bias())
-    y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, *view, node, "bias")});
-  if (*rank != 2)
-    y = chain.call(kReshape, "int8_linear",
-                   {y, output_shape(chain, view->input, *rank, view->out_features, true)});
-
-  Node* weight_read = view->weight_node;
-  rewriter.replace_and_erase(node, y);
-  if (weight_read) rewriter.erase_if_unused_read(weight_read);
-
-  Record record;
-  record.set("nodes", std::move(*captured));
-  record.set("flattened", *rank != 2);
-  record.set("bias", view->has_bias());
-  record.set("attributes", Tuple{{values_path, scales_path}});
-  set_reversal_record(rewriter, y, ctx.signature, record);
-  ctx.changed(y);
+  end_linear_chain(ctx, chain, *view, node, y, *rank, "int8_linear", /*use_recorded=*/true,
+                   std::move(*captured), {values_path, scales_path});
 }
 
 void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
-  Rewriter& rewriter = ctx.rewriter;
-  bool flattened = record.at("flattened").boolean(), bias = record.at("bias").boolean();
-  std::vector<std::string> attributes;  // the int8 weight and its scales
-  for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
-
   ChainWalker walk(node, "int8 Linear");
-  Node* y = node;
-  if (flattened) {
-    y = walk.operand(y, kReshape, 0);
-    const std::vector<Arg>* sizes = node->args().size() > 1 ? node->args()[1].sequence() : nullptr;
-    if (!sizes) throw PassError(*node, "is no longer the int8 Linear this transformation made");
-    for (const Arg& size : *sizes)
-      if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
-  }
-  if (bias) y = walk.operand(y, kAdd, 0);
-  Node* scaled = walk.operand(y, kMul, 0);  // y = scaled * weight scales
-  Node* product = walk.operand(scaled, kMul, 0);
-  Node* scale = walk.operand(scaled, kMul, 1);  // the token scales
+  Node* scaled = walk.operand(walk_linear_chain_end(walk, node, record), kMul, 0);
+  Node* product = walk.operand(scaled, kMul, 0);  // y = scaled * weight scales
+  Node* scale = walk.operand(scaled, kMul, 1);    // the token scales
   Node* rounded = walk.operand(walk.operand(product, kIntMm, 0), kToCopy, 0);
   Node* x = walk.operand(walk.operand(rounded, kRound, 0), kDiv, 0);
   walk.operand(walk.operand(walk.operand(walk.operand(scale, kClampMin, 0), kDiv, 0), kAmax, 0),
                kAbs, 0);
-  if (flattened) x = walk.operand(x, kReshape, 0);
-
-  Node* inputs[] = {x};
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
-  rewriter.replace_all_uses(node, rebuilt.back());
-  walk.erase(rewriter);
-  for (const std::string& path : attributes) rewriter.remove_attribute(path);
-  ctx.restored(rebuilt.back());
+  if (linear_chain_flattened(record)) x = walk.operand(x, kReshape, 0);
+  restore_linear_chain(ctx, walk, node, x, record);
 }
 
 }  // namespace fxopt

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
@@ -11,11 +12,9 @@
 namespace fxopt {
 namespace {
 
-const Symbol kReshape = Symbol::intern("aten.reshape.default");
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
-const Symbol kAdd = Symbol::intern("aten.add.Tensor");
 
 const char* const kWhat = "weight-only quantized Linear";
 
@@ -130,64 +129,31 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   ChainBuilder chain(rewriter, node);
   Node* x = view->input;
   if (cast) x = chain.call(kToCopy, "to_activation", {x}, dtype_kwarg(activation_dtype_));
-  if (*rank != 2) x = chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view->in_features}}});
+  x = flat_linear_input(chain, *view, x, *rank);
   Node* values_read = rewriter.read_attribute(node, values_path);
   Node* scales_read = rewriter.read_attribute(node, scales_path);
   Node* y = bits_ == 8 ? chain.call(kInt8PackMm, "int8_weight_mm", {x, values_read, scales_read})
                        : chain.call(kInt4PackMm, "int4_weight_mm",
                                     {x, values_read, group_size_, scales_read});
   if (cast) y = chain.call(kToCopy, "to_float32", {y}, dtype_kwarg(float32_dtype_));
-  if (view->has_bias())
-    y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, *view, node, "bias")});
-  if (*rank != 2)
-    y = chain.call(kReshape, "int8wo_linear",
-                   {y, output_shape(chain, view->input, *rank, view->out_features, false)});
-
-  Node* weight_read = view->weight_node;
-  rewriter.replace_and_erase(node, y);
-  if (weight_read) rewriter.erase_if_unused_read(weight_read);
-
-  Record record;
-  record.set("nodes", std::move(*captured));
-  record.set("flattened", *rank != 2);
-  record.set("cast", cast);
-  record.set("bits", int64_t{bits_});
-  record.set("bias", view->has_bias());
-  record.set("attributes", Tuple{{values_path, scales_path}});
-  set_reversal_record(rewriter, y, ctx.signature, record);
-  ctx.changed(y);
+  Record extra;
+  extra.set("cast", cast);
+  extra.set("bits", int64_t{bits_});
+  end_linear_chain(ctx, chain, *view, node, y, *rank, "int8wo_linear", /*use_recorded=*/false,
+                   std::move(*captured), {values_path, scales_path}, std::move(extra));
 }
 
 void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
                                         const RecordReader& record) const {
-  Rewriter& rewriter = ctx.rewriter;
-  bool flattened = record.at("flattened").boolean(), cast = record.at("cast").boolean();
-  bool bias = record.at("bias").boolean();
+  bool cast = record.at("cast").boolean();
   Symbol product = record.at("bits").integer() == 4 ? kInt4PackMm : kInt8PackMm;
-  std::vector<std::string> attributes;  // the quantized weight and its scales
-  for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
-
   ChainWalker walk(node, kWhat);
-  Node* y = node;
-  if (flattened) {
-    y = walk.operand(y, kReshape, 0);
-    const std::vector<Arg>* sizes = node->args().size() > 1 ? node->args()[1].sequence() : nullptr;
-    if (!sizes) throw PassError(*node, std::string("is no longer the ") + kWhat + " it made");
-    for (const Arg& size : *sizes)
-      if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
-  }
-  if (bias) y = walk.operand(y, kAdd, 0);
+  Node* y = walk_linear_chain_end(walk, node, record);
   if (cast) y = walk.operand(y, kToCopy, 0);
   Node* x = walk.operand(y, product, 0);
-  if (flattened) x = walk.operand(x, kReshape, 0);
+  if (linear_chain_flattened(record)) x = walk.operand(x, kReshape, 0);
   if (cast) x = walk.operand(x, kToCopy, 0);
-
-  Node* inputs[] = {x};
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
-  rewriter.replace_all_uses(node, rebuilt.back());
-  walk.erase(rewriter);
-  for (const std::string& path : attributes) rewriter.remove_attribute(path);
-  ctx.restored(rebuilt.back());
+  restore_linear_chain(ctx, walk, node, x, record);
 }
 
 }  // namespace fxopt

@@ -1,0 +1,72 @@
+#include "passes/linear_chain.h"
+
+#include "passes/linear_rewrite.h"
+#include "rewrite/capture.h"
+
+namespace fxopt {
+
+const Symbol kReshape = Symbol::intern("aten.reshape.default");
+
+namespace {
+const Symbol kAdd = Symbol::intern("aten.add.Tensor");
+}  // namespace
+
+Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, int rank) {
+  if (rank == 2) return x;
+  return chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view.in_features}}});
+}
+
+Node* end_linear_chain(PassContext& ctx, ChainBuilder& chain, const LinearView& view, Node* node,
+                       Node* y, int rank, std::string_view name, bool use_recorded, Arg captured,
+                       std::vector<std::string> attributes, Record extra) {
+  Rewriter& rewriter = ctx.rewriter;
+  if (view.has_bias())
+    y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, view, node, "bias")});
+  if (rank != 2)
+    y = chain.call(kReshape, name,
+                   {y, output_shape(chain, view.input, rank, view.out_features, use_recorded)});
+  Node* weight_read = view.weight_node;
+  rewriter.replace_and_erase(node, y);
+  if (weight_read) rewriter.erase_if_unused_read(weight_read);
+
+  Record& record = extra;
+  record.set("nodes", std::move(captured));
+  record.set("flattened", rank != 2);
+  record.set("bias", view.has_bias());
+  Tuple paths;
+  for (std::string& path : attributes) paths.items.push_back(std::move(path));
+  record.set("attributes", std::move(paths));
+  set_reversal_record(rewriter, y, ctx.signature, record);
+  ctx.changed(y);
+  return y;
+}
+
+bool linear_chain_flattened(const RecordReader& record) { return record.at("flattened").boolean(); }
+
+Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& record) {
+  Node* y = node;
+  if (linear_chain_flattened(record)) {
+    y = walk.operand(y, kReshape, 0);
+    const std::vector<Arg>* sizes = node->args().size() > 1 ? node->args()[1].sequence() : nullptr;
+    if (!sizes) walk.mismatch();
+    for (const Arg& size : *sizes)
+      if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
+  }
+  if (record.at("bias").boolean()) y = walk.operand(y, kAdd, 0);
+  return y;
+}
+
+void restore_linear_chain(PassContext& ctx, ChainWalker& walk, Node* node, Node* x,
+                          const RecordReader& record) {
+  Rewriter& rewriter = ctx.rewriter;
+  std::vector<std::string> attributes;  // the quantized weight and its scales
+  for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
+  Node* inputs[] = {x};
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  rewriter.replace_all_uses(node, rebuilt.back());
+  walk.erase(rewriter);
+  for (const std::string& path : attributes) rewriter.remove_attribute(path);
+  ctx.restored(rebuilt.back());
+}
+
+}  // namespace fxopt

@@ -1,0 +1,43 @@
+// What every pass that stands a chain of ATen calls in for a Linear shares (the int8 and
+// weight-only Linears): the chain's two ends and its reversal.
+//
+//   forward:  x [.., K] -> (x flattened to [tokens, K] if not 2-D) -> the pass's own product
+//             [tokens, N] -> end_linear_chain: + bias, reshape back to x's leading sizes, in
+//             the Linear's place; the record says whether it flattened, had a bias, and which
+//             attributes (the quantized weight and its scales) it stored.
+//   reverse:  walk_linear_chain_end finds the product again from the chain's last node;
+//             restore_linear_chain rebuilds the captured Linear on x and removes the chain and
+//             its attributes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/linear.h"
+#include "passes/op_chain.h"
+#include "rewrite/record_reader.h"
+
+namespace fxopt {
+
+extern const Symbol kReshape;
+
+// x as [tokens, K]: itself when 2-D, else a reshape of it.
+Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, int rank);
+// Adds the bias to the product `y` ([tokens, N]), gives it x's leading sizes back (recorded ones
+// where known and `use_recorded`), puts it in `node`'s place and records the reversal (`captured`
+// the Linear, `attributes` the paths the pass stored, `extra` its own fields). Returns the chain's
+// last node, marked as changed.
+Node* end_linear_chain(PassContext& ctx, ChainBuilder& chain, const LinearView& view, Node* node,
+                       Node* y, int rank, std::string_view name, bool use_recorded, Arg captured,
+                       std::vector<std::string> attributes, Record extra = {});
+// From the chain's last node back past the reshape and the bias: the node before them.
+Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& record);
+// Whether the forward flattened x (the walk then passes one more reshape to reach x).
+bool linear_chain_flattened(const RecordReader& record);
+// Rebuilds the captured Linear reading `x` in `node`'s place; erases the walked chain and the
+// attributes the forward stored.
+void restore_linear_chain(PassContext& ctx, ChainWalker& walk, Node* node, Node* x,
+                          const RecordReader& record);
+
+}  // namespace fxopt
