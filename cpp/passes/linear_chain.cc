@@ -11,6 +11,26 @@ namespace {
 const Symbol kAdd = Symbol::intern("aten.add.Tensor");
 }  // namespace
 
+std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
+                                                    std::string_view kernel) {
+  std::string why_not;
+  std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node, &why_not);
+  if (!view) return ctx.skip(*node, why_not), std::nullopt;
+  if (view->dtype() != "float32")
+    return ctx.skip(*node, "its weight is " + view->dtype() + ", not float32"), std::nullopt;
+  if (view->device() != "cpu")
+    return ctx.skip(*node, "its weight is on " + view->device() + "; " + std::string(kernel) +
+                               " is CPU-only"),
+           std::nullopt;
+  std::optional<int> rank = view->input->rank();
+  if (!rank || *rank < 1)
+    return ctx.skip(*node,
+                    "the rank of its input is not known (symbolic traces record it once "
+                    "torch.fx.passes.shape_prop.ShapeProp has run)"),
+           std::nullopt;
+  return QuantizableLinear{std::move(*view), *rank};
+}
+
 Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, int rank) {
   if (rank == 2) return x;
   return chain.call(kReshape, "flat", {x, List{{int64_t{-1}, view.in_features}}});

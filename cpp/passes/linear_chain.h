@@ -10,6 +10,7 @@
 //             its attributes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,17 @@
 namespace fxopt {
 
 extern const Symbol kReshape;
+
+// A Linear a quantizing pass may replace, with its input's rank.
+struct QuantizableLinear {
+  LinearView view;
+  int rank;
+};
+// The checks every quantizing pass makes first: a Linear with a float32 weight on the CPU (where
+// `kernel`, named in the reason, runs) and an input of known rank; nullopt after skipping the
+// node with the reason.
+std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
+                                                    std::string_view kernel);
 
 // x as [tokens, K]: itself when 2-D, else a reshape of it.
 Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, int rank);

@@ -50,41 +50,32 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   Rewriter& rewriter = ctx.rewriter;
   if (std::ranges::find(keep_, node->name()) != keep_.end())
     return ctx.skip(*node, "kept in float32 (option 'keep')");
-  std::string why_not;
-  std::optional<LinearView> view = as_linear(rewriter.program(), *node, &why_not);
-  if (!view) return ctx.skip(*node, why_not);
-  if (view->dtype() != "float32")
-    return ctx.skip(*node, "its weight is " + view->dtype() + ", not float32");
-  if (view->device() != "cpu")
-    return ctx.skip(*node, "its weight is on " + view->device() + "; the int8 path is CPU-only");
-  std::optional<int> rank = view->input->rank();
-  if (!rank || *rank < 1)
-    return ctx.skip(*node,
-                    "the rank of its input is not known (symbolic traces record it once "
-                    "torch.fx.passes.shape_prop.ShapeProp has run)");
+  std::optional<QuantizableLinear> found = quantizable_linear(ctx, node, "the int8 path");
+  if (!found) return;
+  const auto& [view, rank] = *found;
   std::vector<std::string> kernels = {"float32", "int8_per_token"};
-  if (ctx.choose(*node, linear_choice_query(*view, "int8_linear", "none", kernels, 1)) == "float32")
+  if (ctx.choose(*node, linear_choice_query(view, "int8_linear", "none", kernels, 1)) == "float32")
     return ctx.skip(*node,
                     "the float32 Linear was measured faster here, or this CPU has no fast int8 "
                     "matmul (see the pass's choices)");
-  Node* inputs[] = {view->input};
+  Node* inputs[] = {view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
 
-  const TensorInfo& weight = *view->params.tensor("weight");
+  const TensorInfo& weight = *view.params.tensor("weight");
   QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
   TensorInfo packed = ctx.tensors.transpose(quantized.values, 0, 1);
   // Next to the weight: the module's own, or the attribute the get_attr operand reads.
   std::string base =
-      view->weight_node ? view->weight_node->target().str() : view->module() + ".weight";
+      view.weight_node ? view.weight_node->target().str() : view.module() + ".weight";
   std::string values_path = rewriter.unique_path(base + "_int8");
   rewriter.set_attribute(values_path, packed);
   std::string scales_path = rewriter.unique_path(base + "_int8_scale");
   rewriter.set_attribute(scales_path, quantized.scales);
 
   ChainBuilder chain(rewriter, node);
-  Node* x = flat_linear_input(chain, *view, view->input, *rank);
+  Node* x = flat_linear_input(chain, view, view.input, rank);
   Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});
   Node* scale = chain.call(
       kClampMin, "token_scale",
@@ -96,7 +87,7 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   Node* product = chain.call(kIntMm, "int_mm", {q, rewriter.read_attribute(node, values_path)});
   Node* y = chain.call(kMul, "mul", {product, scale});
   y = chain.call(kMul, "mul", {y, rewriter.read_attribute(node, scales_path)});
-  end_linear_chain(ctx, chain, *view, node, y, *rank, "int8_linear", /*use_recorded=*/true,
+  end_linear_chain(ctx, chain, view, node, y, rank, "int8_linear", /*use_recorded=*/true,
                    std::move(*captured), {values_path, scales_path});
 }
 

@@ -72,32 +72,23 @@ std::vector<Trigger> QuantizeLinearsWeightOnly::triggers() const { return linear
 
 void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   Rewriter& rewriter = ctx.rewriter;
-  std::string why_not;
-  std::optional<LinearView> view = as_linear(rewriter.program(), *node, &why_not);
-  if (!view) return ctx.skip(*node, why_not);
-  if (view->dtype() != "float32")
-    return ctx.skip(*node, "its weight is " + view->dtype() + ", not float32");
-  if (view->device() != "cpu")
-    return ctx.skip(*node, "its weight is on " + view->device() + "; the kernel is CPU-only");
-  std::optional<int> rank = view->input->rank();
-  if (!rank || *rank < 1)
-    return ctx.skip(*node,
-                    "the rank of its input is not known (symbolic traces record it once "
-                    "torch.fx.passes.shape_prop.ShapeProp has run)");
-  if (bits_ == 4 && view->in_features % group_size_ != 0)
-    return ctx.skip(*node, "int4: its in_features " + std::to_string(view->in_features) +
+  std::optional<QuantizableLinear> found = quantizable_linear(ctx, node, "the kernel");
+  if (!found) return;
+  const auto& [view, rank] = *found;
+  if (bits_ == 4 && view.in_features % group_size_ != 0)
+    return ctx.skip(*node, "int4: its in_features " + std::to_string(view.in_features) +
                                " is not a multiple of the group size " +
                                std::to_string(group_size_));
-  if (bits_ == 4 && view->out_features % 16 != 0)
-    return ctx.skip(*node, "int4: its out_features " + std::to_string(view->out_features) +
+  if (bits_ == 4 && view.out_features % 16 != 0)
+    return ctx.skip(*node, "int4: its out_features " + std::to_string(view.out_features) +
                                " is not a multiple of 16 (the kernel's packing)");
-  Node* inputs[] = {view->input};
+  Node* inputs[] = {view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
   if (bits_ == 8) {
     ChoiceQuery query =
-        linear_choice_query(*view, "int8_weight_only", "none", {"float32", "int8_weight_only"}, 1);
+        linear_choice_query(view, "int8_weight_only", "none", {"float32", "int8_weight_only"}, 1);
     query.dtype = activation_;  // what the kernel multiplies in: its speed depends on it
     if (ctx.choose(*node, query) == "float32")
       return ctx.skip(*node,
@@ -105,7 +96,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
                       "choices)");
   }
 
-  const TensorInfo& weight = *view->params.tensor("weight");
+  const TensorInfo& weight = *view.params.tensor("weight");
   bool cast = activation_ != "float32";
   TensorInfo values, scales;
   if (bits_ == 8) {
@@ -118,7 +109,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   if (cast) scales = ctx.tensors.cast(scales, activation_);
   // Next to the weight: the module's own, or the attribute the get_attr operand reads.
   std::string base =
-      view->weight_node ? view->weight_node->target().str() : view->module() + ".weight";
+      view.weight_node ? view.weight_node->target().str() : view.module() + ".weight";
   std::string suffix = bits_ == 8 ? "_int8wo" : "_int4wo";
   std::string values_path = rewriter.unique_path(base + suffix);
   rewriter.set_attribute(values_path, values);
@@ -127,9 +118,9 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   rewriter.set_attribute(scales_path, scales);
 
   ChainBuilder chain(rewriter, node);
-  Node* x = view->input;
+  Node* x = view.input;
   if (cast) x = chain.call(kToCopy, "to_activation", {x}, dtype_kwarg(activation_dtype_));
-  x = flat_linear_input(chain, *view, x, *rank);
+  x = flat_linear_input(chain, view, x, rank);
   Node* values_read = rewriter.read_attribute(node, values_path);
   Node* scales_read = rewriter.read_attribute(node, scales_path);
   Node* y = bits_ == 8 ? chain.call(kInt8PackMm, "int8_weight_mm", {x, values_read, scales_read})
@@ -139,7 +130,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   Record extra;
   extra.set("cast", cast);
   extra.set("bits", int64_t{bits_});
-  end_linear_chain(ctx, chain, *view, node, y, *rank, "int8wo_linear", /*use_recorded=*/false,
+  end_linear_chain(ctx, chain, view, node, y, rank, "int8wo_linear", /*use_recorded=*/false,
                    std::move(*captured), {values_path, scales_path}, std::move(extra));
 }
 
