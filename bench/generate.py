@@ -53,7 +53,6 @@ from common import RESULTS, load_line, machine_description  # noqa: E402
 import fxopt  # noqa: E402
 
 PROMPT_TOKENS, NEW_TOKENS = 128, 64
-CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
 def llama() -> transformers.PreTrainedModel:
@@ -75,12 +74,6 @@ def gpt2() -> transformers.PreTrainedModel:
 
 
 MODELS: dict[str, Callable[[], transformers.PreTrainedModel]] = {"llama": llama, "gpt2": gpt2}
-
-
-def cpu_flags() -> str:
-    text = Path("/proc/cpuinfo").read_text()
-    flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split())
-    return ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in CPU_FLAGS)
 
 
 @dataclass
@@ -256,7 +249,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lines = [f"# generate() and encode() tokens/s, {args.threads} thread(s)", "", *machine_description()]
-    lines += [f"- CPU flags: {cpu_flags()}", f"- rounds: {args.rounds}, interleaved; median (min-max)", ""]
+    # machine_description names the CPU and its flags (fxopt.optimization.hardware.cpu_flags).
+    lines += [f"- rounds: {args.rounds}, interleaved; median (min-max)", ""]
     for name in args.models.split(","):
         lines += bench_model(name, args.variants.split(","), args.rounds)
     if not args.no_sentences:
