@@ -59,8 +59,15 @@ void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const ch
 
 }  // namespace
 
-QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep)
-    : int8_dtype_(std::move(int8_dtype)), keep_(std::move(keep)) {}
+QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
+                                         std::string compare_with)
+    : int8_dtype_(std::move(int8_dtype)),
+      keep_(std::move(keep)),
+      compare_with_(std::move(compare_with)) {
+  if (compare_with_ != "float32" && compare_with_ != "bfloat16")
+    throw std::invalid_argument(
+        "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
+}
 
 std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
   const Arg* int8 = options.find("int8");
@@ -76,7 +83,13 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       keep.push_back(item.as<std::string>());
     }
   }
-  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep));
+  std::string compare_with = "float32";
+  if (const Arg* dtype = options.find("compare_with")) {
+    if (!dtype->is<std::string>())
+      throw std::invalid_argument("option 'compare_with' must be a dtype name");
+    compare_with = dtype->as<std::string>();
+  }
+  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with));
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
@@ -86,13 +99,17 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "kept in float32 (option 'keep')");
   std::optional<QuantizableLinear> found = quantizable_linear(ctx, node, "the int8 path");
   if (!found) return;
+  // A lowering that follows would lower the per-token chain's ATen ops (its scales) too; the
+  // packed kernels' call it keeps in float32 (ops/dtype_flow.h).
   std::vector<std::string> kernels = {"float32", kPerToken, kOneDnn, kFbgemm};
-  std::string kernel =
-      ctx.choose(*node, linear_choice_query(found->view, "int8_linear", "none", kernels, 1));
+  if (compare_with_ != "float32") kernels.erase(kernels.begin() + 1);
+  ChoiceQuery query = linear_choice_query(found->view, "int8_linear", "none", kernels, 1);
+  query.dtype = compare_with_;
+  std::string kernel = ctx.choose(*node, query);
   if (kernel == "float32")
-    return ctx.skip(*node,
-                    "the float32 Linear was measured faster here, or this CPU has no fast int8 "
-                    "matmul (see the pass's choices)");
+    return ctx.skip(*node, "the " + compare_with_ +
+                               " Linear was measured faster here, or this CPU has no fast int8 "
+                               "matmul (see the pass's choices)");
   Node* inputs[] = {found->view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);

@@ -27,8 +27,11 @@
 // aten._int_mm took 112 ms against 2.3 ms float32). Which Linears stay in float for accuracy is
 // the calibration's answer (option "keep"), on the arithmetic of the kernel each one got.
 //
-// Options: "int8" (the torch.int8 dtype object, opaque to the core) and "keep" (names of
-// Linear nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated). Skips,
+// Options: "int8" (the torch.int8 dtype object, opaque to the core), "keep" (names of Linear
+// nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated) and
+// "compare_with" ("float32" or "bfloat16": the precision a Linear left as it is will run in,
+// bfloat16 when a lowering follows; the query's dtype, so the int8 kernels are timed against
+// that Linear, with the casts to and from float32 they then need). Skips,
 // with the reason: Linears whose weight is not float32 or not on the CPU, inputs of unknown
 // rank. Candidates, in order: "float32" (leave it), "int8_per_token" (the static fallback),
 // "int8_onednn", "int8_fbgemm"; the Python chooser never offers a kernel this CPU and torch
@@ -45,9 +48,10 @@ namespace fxopt {
 
 class QuantizeLinearsInt8 final : public Pass {
  public:
-  QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep);
-  // From the options {"int8": torch.int8, "keep": [node name, ...]}; throws
-  // std::invalid_argument if malformed.
+  QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
+                      std::string compare_with = "float32");
+  // From the options {"int8": torch.int8, "keep": [node name, ...], "compare_with": dtype};
+  // throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
@@ -59,6 +63,7 @@ class QuantizeLinearsInt8 final : public Pass {
 
   Arg int8_dtype_;
   std::vector<std::string> keep_;
+  std::string compare_with_;
 };
 
 }  // namespace fxopt

@@ -166,6 +166,20 @@ void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string
   EXPECT_EQ(t.max_diff(before, t.run({{"x", t.x_}})), 0.0);
 }
 
+// Against a Linear a lowering will run in bfloat16, the query says so, and the per-token chain
+// (whose ATen ops the lowering would lower too) is no candidate.
+TEST_F(KernelChoiceTest, ComparedWithBfloat16TheQueryCarriesItsDtype) {
+  build_linear_gelu();
+  FixedChooser chooser("float32");
+  run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops, kSig, false,
+           chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
+  EXPECT_EQ(chooser.queries[0].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "int8_fbgemm"}));
+  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float16"), std::invalid_argument);
+}
+
 TEST_F(KernelChoiceTest, OneDnnInt8IsOnePackedCallThatReversesExactly) {
   expect_one_packed_call_that_reverses(*this, "int8_onednn");
 }

@@ -12,6 +12,8 @@ from torch.fx import GraphModule
 from .hardware import fast_bfloat16_cpu, onednn_bfloat16_available, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
+from ..engine.bridge import PassReport
+from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .int8_calibration import Calibration, fewest_kept
 
@@ -299,7 +301,9 @@ class QuantizeLinearsInt8(BuiltinTransformation):
     hold plain tensors only, so they deep-copy and save with ``fxopt.save``. Reverse points the
     graph back at the untouched float Linears, bit for bit.
 
-    `keep` names Linear nodes to leave in float32; :meth:`calibrated` chooses them by measured
+    `compare_with` is the precision a Linear left alone will run in: ``torch.bfloat16`` when a
+    lowering follows (the ``fast`` preset's ``ChangePrecision``), so int8 is picked only where
+    it beats that Linear, casts included. `keep` names Linear nodes to leave in float; :meth:`calibrated` chooses them by measured
     sensitivity so that the model's outputs stay within a cosine bound on given inputs (the
     ``fast`` preset does this when ``fxopt.optimize`` gets ``calibration=`` inputs).
     Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
@@ -308,11 +312,52 @@ class QuantizeLinearsInt8(BuiltinTransformation):
     0.986 per tensor (oneDNN). See ``docs/benchmarks.md`` for speed per CPU.
     """
 
-    def __init__(self, keep: Sequence[str] = ()) -> None:
-        self.keep = tuple(keep)
+    prepares = True
+
+    def __init__(
+        self,
+        keep: Sequence[str] = (),
+        calibrate: bool = False,
+        min_cosine: float = 0.999,
+        compare_with: torch.dtype = torch.float32,
+    ) -> None:
+        if compare_with not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"QuantizeLinearsInt8 compares with torch.float32 or torch.bfloat16, not {compare_with}")
+        # `keep` is not a parameter of the signature: reverse restores every Linear the pass
+        # changed, whatever it kept, so a fresh instance (a preset's) reverses a calibrated one.
+        self._keep = tuple(keep)
+        self.calibrate = calibrate
+        self.min_cosine = min_cosine
+        self.compare_with = compare_with
+        self._calibration: Inputs | None = None
+        self._held_out: Sequence[Inputs] = ()
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """The Linear nodes left in float32: given, or what the last calibration chose."""
+        return self._keep
+
+    def calibrate_on(self, calibration: Inputs, held_out: Sequence[Inputs] = ()) -> None:
+        """Inputs for ``calibrate=True``: the batch that chooses, and batches the bound must
+        then hold on too."""
+        self._calibration, self._held_out = calibration, held_out
+
+    def prepare(self, graph_module: GraphModule) -> bool:
+        if not self.calibrate:
+            return True
+        if self._calibration is None:
+            self._report = PassReport(
+                type(self).__name__,
+                skipped=[("*", "no calibration inputs: int8 runs only where real inputs bound its error "
+                         "(fxopt.optimize(..., calibration=inputs))")],
+            )  # fmt: skip
+            return False
+        kept = _fewest_kept(graph_module, self._calibration, self.min_cosine, self._held_out, self.compare_with)
+        self._keep = tuple(kept or ())  # None: no Linear goes int8 here, as the pass will report
+        return True
 
     def core_options(self) -> dict[str, Any]:
-        return {"int8": torch.int8, "keep": list(self.keep)}
+        return {"int8": torch.int8, "keep": list(self._keep), "compare_with": dtype_name(self.compare_with)}
 
     @classmethod
     def calibrated(
@@ -331,17 +376,37 @@ class QuantizeLinearsInt8(BuiltinTransformation):
         one run for every Linear's sensitivity, one per step of a bisection over how many to
         keep. `graph_module` is not changed. Raises ValueError if no Linear goes int8 here.
         """
-        # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
-        probe = cls()
-        probe(copy.deepcopy(graph_module))
-        choices = probe.report.choices if probe.report else []
-        kernels = {choice.node: choice.picked for choice in choices if choice.picked != "float32"}
-        if not kernels:
+        kept = _fewest_kept(graph_module, inputs, min_cosine, held_out, torch.float32)
+        if kept is None:
             raise ValueError(
                 "no Linear in this graph goes int8 here (float32 weights on the CPU, and an int8 "
                 "kernel this CPU runs faster than float32: see QuantizeLinearsInt8's choices)"
             )
-        return cls(fewest_kept(Calibration(graph_module, kernels, inputs), min_cosine, held_out))
+        return cls(kept)
+
+
+def _fewest_kept(
+    graph_module: GraphModule,
+    inputs: Inputs,
+    min_cosine: float,
+    held_out: Sequence[Inputs],
+    compare_with: torch.dtype,
+) -> list[str] | None:
+    """QuantizeLinearsInt8.calibrated's choice; None if no Linear goes int8 here."""
+    # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
+    probe = QuantizeLinearsInt8(compare_with=compare_with)
+    probe(copy.deepcopy(graph_module))
+    choices = probe.report.choices if probe.report else []
+    picked = {choice.node: choice.picked for choice in choices if choice.picked != "float32"}
+    if not picked:
+        return None
+    return fewest_kept(Calibration(graph_module, picked, inputs), min_cosine, held_out)
+
+
+def int8_kernel_available() -> bool:
+    """Whether any int8 kernel QuantizeLinearsInt8 may choose runs fast on this CPU and torch."""
+    candidates = kernels.KERNELS["int8_linear"]
+    return any(kernel.available() for name, kernel in candidates.items() if name != "float32")
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):

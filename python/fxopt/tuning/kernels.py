@@ -143,10 +143,16 @@ def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 
 def _int8_kernel(kernel: str) -> Builder:
+    """`kernel` on float32 weights; in a lower-precision problem, with the casts of its input to
+    float32 and of its result back, which the graph then has around it (ChangePrecision)."""
+
     def build(problem: Problem) -> Callable[[], object]:
-        o = _linear_operands(problem)
+        o = _linear_operands(replace(problem, dtype="float32"))
         run = int8_linear(kernel, o.weight, o.bias)
-        return lambda: run(o.x)
+        if problem.dtype == "float32":
+            return lambda: run(o.x)
+        x = o.x.to(getattr(torch, problem.dtype))
+        return lambda: run(x.float()).to(x.dtype)
 
     return build
 
