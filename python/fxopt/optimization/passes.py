@@ -303,9 +303,10 @@ class QuantizeLinearsInt8(BuiltinTransformation):
 
     `compare_with` is the precision a Linear left alone will run in: ``torch.bfloat16`` when a
     lowering follows (the ``fast`` preset's ``ChangePrecision``), so int8 is picked only where
-    it beats that Linear, casts included. `keep` names Linear nodes to leave in float; :meth:`calibrated` chooses them by measured
-    sensitivity so that the model's outputs stay within a cosine bound on given inputs (the
-    ``fast`` preset does this when ``fxopt.optimize`` gets ``calibration=`` inputs).
+    it beats that Linear, casts included. `keep` names Linear nodes to leave in float;
+    :meth:`calibrated` chooses them by measured sensitivity so that the model's outputs stay
+    within a cosine bound on given inputs, and so does ``calibrate=True`` on the inputs of
+    :meth:`calibrate_on` (the ``fast`` preset, when ``fxopt.optimize`` gets ``calibration=``).
     Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
 
     Measured on the real all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token,
