@@ -125,6 +125,13 @@ def image_size_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
     return tuple(d for d in dims if d in (2, 3)) if is_image else ()
 
 
+def default_dynamic_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
+    """The dimensions fxopt keeps dynamic by default: `varying_dims` but an image's height and
+    width (see `fxopt.trace`'s `dynamic`)."""
+    images = image_size_dims(name, value)
+    return tuple(d for d in varying_dims(name, value) if d not in images)
+
+
 def varying_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
     """Dimensions of an input that callers are expected to vary between calls.
 

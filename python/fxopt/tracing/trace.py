@@ -66,6 +66,7 @@ from .dummy_inputs import (
     image_size_dims,
     is_pretrained_model,
     split_inputs,
+    default_dynamic_dims,
     varying_dims,
 )
 
@@ -542,11 +543,9 @@ def _requested_dynamic_dims(inputs: dict[str, Any], dynamic: Dynamic) -> dict[st
     dimensions to keep dynamic."""
     if dynamic is False:
         return {}
-    images = _image_inputs(inputs) if dynamic is True else {}
+    dims_of = varying_dims if dynamic == "all" else default_dynamic_dims
     requested = {
-        name: tuple(d for d in varying_dims(name, value) if d not in images.get(name, ()))
-        for name, value in inputs.items()
-        if isinstance(value, torch.Tensor)
+        name: dims_of(name, value) for name, value in inputs.items() if isinstance(value, torch.Tensor)
     }
     return {name: dims for name, dims in requested.items() if dims}
 
