@@ -170,13 +170,16 @@ void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string
 // (whose ATen ops the lowering would lower too) is no candidate.
 TEST_F(KernelChoiceTest, ComparedWithBfloat16TheQueryCarriesItsDtype) {
   build_linear_gelu();
-  FixedChooser chooser("float32");
-  run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops, kSig, false,
-           chooser);
+  auto graph_before = structure();
+  FixedChooser chooser("bfloat16");
+  PassResult result = run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops,
+                               kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
   EXPECT_EQ(chooser.queries[0].candidates,
-            (std::vector<std::string>{"float32", "int8_onednn", "int8_fbgemm"}));
+            (std::vector<std::string>{"bfloat16", "int8_onednn", "int8_fbgemm"}));
+  EXPECT_TRUE(result.changed.empty());
+  EXPECT_EQ(structure(), graph_before);
   EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float16"), std::invalid_argument);
 }
 

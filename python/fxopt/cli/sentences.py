@@ -42,3 +42,13 @@ def minilm_batch(sentences: tuple[str, ...], length: int = 128) -> dict[str, tor
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir()))
     encoded = tokenizer(list(sentences), padding="max_length", truncation=True, max_length=length, return_tensors="pt")
     return {name: encoded[name] for name in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+def held_out_batch(batch: int, length: int) -> dict[str, torch.Tensor]:
+    """`batch` held-out sentences (repeated if there are fewer), padded to `length` tokens."""
+    return minilm_batch(tuple(HELD_OUT[i % len(HELD_OUT)] for i in range(batch)), length)
+
+
+def calibration_batch(length: int) -> dict[str, torch.Tensor]:
+    """Every calibration sentence, padded to `length` tokens."""
+    return minilm_batch(CALIBRATION, length)

@@ -398,7 +398,7 @@ def _fewest_kept(
     probe = QuantizeLinearsInt8(compare_with=compare_with)
     probe(copy.deepcopy(graph_module))
     choices = probe.report.choices if probe.report else []
-    picked = {choice.node: choice.picked for choice in choices if choice.picked != "float32"}
+    picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
     if not picked:
         return None
     return fewest_kept(Calibration(graph_module, picked, inputs), min_cosine, held_out)
@@ -407,7 +407,7 @@ def _fewest_kept(
 def int8_kernel_available() -> bool:
     """Whether any int8 kernel QuantizeLinearsInt8 may choose runs fast on this CPU and torch."""
     candidates = kernels.KERNELS["int8_linear"]
-    return any(kernel.available() for name, kernel in candidates.items() if name != "float32")
+    return any(kernel.available() for name, kernel in candidates.items() if name.startswith("int8_"))
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):
