@@ -18,6 +18,11 @@ const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.defa
 
 const char* const kWhat = "weight-only quantized Linear";
 
+// The pass's own fields of the chain's record (passes/linear_chain.h): whether x is cast to the
+// activation dtype and back, and the weight's bits.
+constexpr RecordKey<bool> kCast{"cast"};
+constexpr RecordKey<int64_t> kBits{"bits"};
+
 // An integer option, `fallback` when absent; throws naming it if it is not an integer.
 int64_t integer_option(const Dict& options, std::string_view name, int64_t fallback) {
   const Arg* value = options.find(name);
@@ -135,16 +140,16 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
                                     {x, values_read, group_size_, scales_read});
   if (cast) y = chain.call(kToCopy, "to_float32", {y}, dtype_kwarg(float32_dtype_));
   Record extra;
-  extra.set("cast", cast);
-  extra.set("bits", int64_t{bits_});
+  extra.set(kCast, cast);
+  extra.set(kBits, bits_);
   end_linear_chain(ctx, chain, view, node, y, rank, "int8wo_linear", /*use_recorded=*/false,
                    std::move(*captured), {values_path, scales_path}, std::move(extra));
 }
 
 void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
                                         const RecordReader& record) const {
-  bool cast = record.at("cast").boolean();
-  Symbol product = record.at("bits").integer() == 4 ? kInt4PackMm : kInt8PackMm;
+  bool cast = record.get(kCast);
+  Symbol product = record.get(kBits) == 4 ? kInt4PackMm : kInt8PackMm;
   ChainWalker walk(node, kWhat);
   Node* y = walk_linear_chain_end(walk, node, record);
   if (cast) y = walk.operand(y, kToCopy, 0);
