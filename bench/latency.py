@@ -19,7 +19,8 @@ Variants (`--variants`):
   generated inputs for random-weight models. Calibration counts as preparation.
 * fxopt-int8, fxopt-int8-cal: `default` with the opt-in `QuantizeLinearsInt8` on every Linear
   where an int8 kernel beats float32 (per-token chain, oneDNN or fbgemm packed GEMMs, measured),
-  or calibrated as above to cosine >= 0.999.
+  or calibrated as above to cosine >= 0.999; fxopt-int8-smooth-cal: `SmoothLinearInputs`
+  calibrated on the same inputs first (SmoothQuant factors for Linears with outlier channels).
 * compile, compile-freezing: `torch.compile` (inductor), plain and with
   `torch._inductor.config.freezing`; preparation = the first call, which compiles (in a fresh
   inductor cache directory, as a user's first run). Inductor's CPU kernels specialise on the
@@ -87,7 +88,8 @@ import fxopt
 from fxopt.cli import models, sentences
 from fxopt.cli.optimize import _outcome
 from fxopt.cli.timing import Latency, Speedup, measure_latency
-from fxopt.optimization import QuantizeLinearsInt8, Transformation, compose, presets
+from fxopt.optimization import QuantizeLinearsInt8, SmoothLinearInputs, Transformation, compose, presets
+from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.verification.verify import cosine_similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -218,18 +220,19 @@ def preset_passes(preset: str) -> Callable[[Subject, GraphModule], list[Transfor
 
 
 def calibration(subject: Subject) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
-    """What calibrating variants calibrate on: the calibration sentences for a model with real
-    text (every held-out sentence checking the bound), else the generated inputs it is timed on
-    (so its bound holds on those only: say so next to its accuracy)."""
+    """What calibrating variants calibrate on: for a model with real text, the first batch of
+    calibration sentences chooses and the other batches and every held-out sentence check the
+    bound (batches of the timed batch size, which the graph is traced for); else the generated
+    inputs it is timed on (so its bound holds on those only: say so next to its accuracy)."""
     if not subject.real_text:
         return subject.inputs, []
-    seq = subject.inputs["input_ids"].shape[-1]
+    batch, seq = subject.inputs["input_ids"].shape
 
-    def like(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {name: batch[name] for name in subject.inputs}
+    def like(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+        return [{name: b[name] for name in subject.inputs} for b in batches]
 
-    held_out = like(sentences.held_out_batch(len(sentences.HELD_OUT), seq))
-    return like(sentences.calibration_batch(seq)), [held_out]
+    chooser, *others = like(sentences.batches(sentences.CALIBRATION, batch, seq))
+    return chooser, [*others, *like(sentences.batches(sentences.HELD_OUT, batch, seq))]
 
 
 def calibrated_preset(preset: str) -> Callable[[Subject, GraphModule], list[Transformation]]:
@@ -238,26 +241,28 @@ def calibrated_preset(preset: str) -> Callable[[Subject, GraphModule], list[Tran
     def passes(subject: Subject, graph_module: GraphModule) -> list[Transformation]:
         transformations = presets.build_all(presets.preset_passes(preset))
         for transformation in transformations:
-            if isinstance(transformation, QuantizeLinearsInt8):
+            if isinstance(transformation, CalibratedPass):
                 transformation.calibrate_on(*calibration(subject))
         return transformations
 
     return passes
 
 
-def int8_passes(calibrated: bool) -> Callable[[Subject, GraphModule], list[Transformation]]:
+def int8_passes(calibrated: bool, smoothed: bool = False) -> Callable[[Subject, GraphModule], list[Transformation]]:
     """`default` with QuantizeLinearsInt8 (against float32 Linears) before the oneDNN fusion
     (which would hide the Linears); calibrated: the most sensitive Linears kept in float32 for
-    cosine >= 0.999 (see `calibration`)."""
+    cosine >= 0.999 (see `calibration`); smoothed: SmoothLinearInputs calibrated first."""
 
     def passes(subject: Subject, graph_module: GraphModule) -> list[Transformation]:
-        int8 = QuantizeLinearsInt8(calibrate=calibrated, min_cosine=0.999)
-        if calibrated:
-            int8.calibrate_on(*calibration(subject))
+        int8: list[CalibratedPass] = [QuantizeLinearsInt8(calibrate=calibrated, min_cosine=0.999)]
+        if smoothed:
+            int8.insert(0, SmoothLinearInputs(calibrate=True))
+        for step in int8:
+            step.calibrate_on(*calibration(subject))
         specs = presets.preset_passes("default")
         fusion = [s for s in specs if s == "FuseLinearActivationOneDnn"]
         rest = [s for s in specs if s != "FuseLinearActivationOneDnn"]
-        return [*presets.build_all(rest), int8, *presets.build_all(fusion)]
+        return [*presets.build_all(rest), *int8, *presets.build_all(fusion)]
 
     return passes
 
@@ -417,6 +422,7 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), False),
     "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
     "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), False),
+    "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), False),
     "compile": VariantSpec(compile_preparer("inductor"), True),
     "compile-freezing": VariantSpec(compile_preparer("inductor", {"freezing": True}), True),
     "compile-fxopt": VariantSpec(compile_preparer("fxopt"), False),

@@ -29,7 +29,10 @@ std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node
     return ctx.skip(*node, "its weight is on " + view->device() + "; " + std::string(kernel) +
                                " is CPU-only"),
            std::nullopt;
+  // A Linear keeps its input's rank: its own recorded one stands in where an earlier pass made
+  // the input (whose sizes fx recorded nothing of).
   std::optional<int> rank = view->input->rank();
+  if (!rank) rank = node->rank();
   if (!rank || *rank < 1)
     return ctx.skip(*node,
                     "the rank of its input is not known (symbolic traces record it once "

@@ -30,9 +30,11 @@ from typing import Any, Callable
 import torch
 
 import fxopt
+from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.optimization import (
     FoldConstants,
     QuantizeLinearsInt8,
+    SmoothLinearInputs,
     QuantizeLinearsWeightOnly,
     ChangeActivation,
     ChangePrecision,
@@ -77,6 +79,8 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
     "QuantizeLinearsInt8()": QuantizeLinearsInt8,
+    # Factors for every Linear whose input ranges differ at all, from the case's own input.
+    "SmoothLinearInputs(calibrate=True)": lambda: SmoothLinearInputs(calibrate=True, spread=1.0),
     "QuantizeLinearsWeightOnly(torch.bfloat16)": lambda: QuantizeLinearsWeightOnly(torch.bfloat16),
     "QuantizeLinearsWeightOnly(torch.float32)": lambda: QuantizeLinearsWeightOnly(torch.float32),
     "QuantizeLinearsWeightOnly(bits=4)": lambda: QuantizeLinearsWeightOnly(bits=4),
@@ -315,6 +319,9 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
         return None  # not a model this case can test (the generator's problem, not a pass's)
     code, state, ties = gm.code, _state(gm), _ties(gm)
     members = [PASSES[p]() for p in passes]
+    for member in members:
+        if isinstance(member, CalibratedPass):
+            member.calibrate_on((x,))
     composition = compose(*members, inplace=inplace)
     try:
         with torch.no_grad():

@@ -19,7 +19,8 @@ from rich.table import Table
 from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
-from ..optimization import BuiltinTransformation, QuantizeLinearsInt8, Transformation, compose, hardware, presets
+from ..optimization import BuiltinTransformation, Transformation, compose, hardware, presets
+from ..optimization.calibrated import CalibratedPass
 from ..optimization.exported import savable
 from ..tracing.dummy_inputs import Inputs, split_inputs
 from ..tracing.trace import TRACE_META_KEY, TraceWarning, describe_failure, register_cache_pytrees, trace
@@ -63,7 +64,7 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
 
     with _phase(console, f"loading {args.model}", timings, "load"):
         loaded, inputs = _load(args, console)
-    _calibrate(transformations, loaded, inputs, args.seq or DEFAULT_SEQ)
+    _calibrate(transformations, loaded, inputs)
     report["model_description"] = loaded.description
     report["inputs"] = _describe_inputs(inputs)
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
@@ -178,22 +179,23 @@ def _transformations(args: argparse.Namespace, console: Console) -> list[Transfo
     return presets.build_all(specs)
 
 
-def _calibrate(
-    transformations: list[Transformation], loaded: models.LoadedModel, inputs: Inputs, seq: int
-) -> None:
+def _calibrate(transformations: list[Transformation], loaded: models.LoadedModel, inputs: Inputs) -> None:
     """Real sentences for the passes that calibrate on real inputs (fast's int8 Linears), where
-    the model has them (the bundled MiniLM): the calibration set chooses, every held-out
-    sentence checks. Other models run those passes without, which they report."""
+    the model has them (the bundled MiniLM): the first calibration batch chooses, the other
+    calibration batches and every held-out sentence check. Batches have the size of `inputs`
+    (what the graph is traced for). Other models run those passes without, which they report."""
     if not loaded.real_text or not isinstance(inputs, dict):
         return
+    batch, seq = inputs["input_ids"].shape
 
-    def like_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {name: batch[name] for name in inputs}
+    def like_inputs(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+        return [{name: b[name] for name in inputs} for b in batches]
 
+    chooser, *others = like_inputs(sentences.batches(sentences.CALIBRATION, batch, seq))
+    held_out = like_inputs(sentences.batches(sentences.HELD_OUT, batch, seq))
     for transformation in transformations:
-        if isinstance(transformation, QuantizeLinearsInt8):
-            held_out = like_inputs(sentences.held_out_batch(len(sentences.HELD_OUT), seq))
-            transformation.calibrate_on(like_inputs(sentences.calibration_batch(seq)), [held_out])
+        if isinstance(transformation, CalibratedPass):
+            transformation.calibrate_on(chooser, [*others, *held_out])
 
 
 def _saves_pt2(args: argparse.Namespace) -> bool:
