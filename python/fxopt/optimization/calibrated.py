@@ -12,6 +12,7 @@ the pass changed, whatever it chose, so a fresh instance (a preset's) reverses a
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 
 from torch.fx import GraphModule
@@ -46,6 +47,6 @@ class CalibratedPass(BuiltinTransformation):
         self.choose(graph_module, self._calibration, self._held_out)
         return True
 
+    @abstractmethod
     def choose(self, graph_module: GraphModule, calibration: Inputs, held_out: Sequence[Inputs]) -> None:
         """Sets what the pass will do from a run of `graph_module` on `calibration`."""
-        raise NotImplementedError
