@@ -40,6 +40,9 @@ Variants (`--variants`):
   CNNs), and after `onnxruntime.quantization.quantize_dynamic` (int8 per-channel weights). One
   export per model, with a dynamic batch axis; preparation = export (+ optimize or quantize) +
   session creation.
+* ov, ov-bf16: OpenVINO's CPU plugin (`openvino.convert_model` from PyTorch on the timed inputs,
+  compiled for latency with precision hint f32 or bf16; bf16 only where the CPU has it natively);
+  preparation = conversion + compilation.
 
 Reported per variant: median latency; speedup over eager as the ratio of medians with the
 smallest and largest per-round ratio (marked "≈" when the interquartile ranges of the two
@@ -408,6 +411,35 @@ def ort_preparer(kind: str) -> Callable[[Subject, int], Prepared]:
     return prepare
 
 
+def openvino_preparer(precision: str) -> Callable[[Subject, int], Prepared]:
+    """OpenVINO's CPU plugin on the model converted from PyTorch (`openvino.convert_model` on the
+    timed inputs), compiled for latency with `precision` ("f32", or "bf16", which it uses only
+    where the CPU has native bfloat16); preparation = conversion + compilation."""
+
+    def prepare(subject: Subject, threads: int) -> Prepared:
+        import openvino as ov
+
+        def build() -> Any:
+            model = ov.convert_model(subject.model, example_input=dict(subject.inputs))
+            config = {
+                "INFERENCE_NUM_THREADS": threads,
+                "INFERENCE_PRECISION_HINT": precision,
+                "PERFORMANCE_HINT": "LATENCY",
+            }
+            return ov.Core().compile_model(model, "CPU", config)
+
+        compiled, seconds = timed(build)
+        request = compiled.create_infer_request()
+        first = compiled.outputs[0]
+
+        def run(**inputs: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(request.infer({k: v.numpy() for k, v in inputs.items()})[first].copy())
+
+        return Prepared(run, seconds)
+
+    return prepare
+
+
 @dataclass(frozen=True)
 class VariantSpec:
     prepare: Callable[[Subject, int], Prepared]
@@ -433,6 +465,8 @@ VARIANTS: dict[str, VariantSpec] = {
     "ort": VariantSpec(ort_preparer("fp32"), True),
     "ort-optimized": VariantSpec(ort_preparer("optimized"), True),
     "ort-int8": VariantSpec(ort_preparer("int8"), True),
+    "ov": VariantSpec(openvino_preparer("f32"), True),
+    "ov-bf16": VariantSpec(openvino_preparer("bf16"), True),
 }
 
 
