@@ -12,8 +12,8 @@ import fxopt
 from fxopt import tuning
 from fxopt.optimization import FuseLinearActivationOneDnn, QuantizeLinearsInt8, QuantizeLinearsWeightOnly, compose
 from fxopt.tuning import chooser as chooser_module
-from fxopt.tuning import kernels
-from fxopt.tuning.cache import ChoiceCache
+from fxopt.tuning import kernels, measure
+from fxopt.tuning.cache import ChoiceCache, machine_key
 
 from conftest import build_model, tiny_bert_config, token_inputs
 
@@ -180,6 +180,18 @@ def test_real_timings_pick_a_candidate_that_runs(measuring):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
     assert choices.spent_s > 0
+
+
+def test_every_timed_call_follows_a_cache_eviction(monkeypatch):
+    """Inside a model a Linear's weight is not in the core's cache when it runs (the other layers
+    ran since), so the micro-benchmark never times a call right after another."""
+    events: list[str] = []
+    monkeypatch.setattr(measure, "_evict", lambda: events.append("evict"))
+    times = measure.best_times({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, rounds=2)
+    assert set(times) == {"a", "b"} and all(t > 0 for t in times.values())
+    after = [events[i - 1] if i else None for i, event in enumerate(events) if event != "evict"]
+    assert after.count("evict") == len(after) - 2  # all but one untimed warm-up per runner
+    assert "evicted" in machine_key()  # choices timed back to back are not reused
 
 
 def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkeypatch):

@@ -8,8 +8,9 @@ takes the KV cache, masks and positions, stays eager, and its projections become
 own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
 rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
 graph then serves every sequence and cache length, so decoding never retraces. Each graph is
-timed against the block's own forward on that first input and kept only if faster: which form
-of a Linear wins depends on the CPU and the number of tokens.
+timed against the block's own forward on that first input (on a cold cache, as inside the
+model: `fxopt.tuning.measure`) and kept only if faster: which form of a Linear wins depends on
+the CPU and the number of tokens.
 
 The graphs are not registered as submodules, so `state_dict`, `save_pretrained` and
 `parameters()` see the original modules and weights, which no pass changes (passes are
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import statistics
-import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -32,6 +31,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
+from ..tuning.measure import best_times
 from .presets import preset as build_preset
 from .transformation import Transformation
 
@@ -89,26 +89,17 @@ class OptimizedForward:
         optimized = transformation(graph)
         if optimized.code == self.traced_code:
             return self.original
-        return optimized if _faster(optimized, self.original, x) else self.original
+        # The forward itself: nn.Module.__call__'s hook handling costs more than a decoding
+        # step's small graphs save, and nobody can register hooks on these private graphs.
+        run = optimized.forward
+        with torch.no_grad():
+            times = best_times({"graph": lambda: run(x), "original": lambda: self.original(x)})
+        return run if times["graph"] < times["original"] else self.original
 
 
 def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
     rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
     return x.dim(), x.dtype, rows <= FEW_ROWS
-
-
-def _faster(candidate: Any, reference: Any, x: torch.Tensor, rounds: int = 5) -> bool:
-    """True if `candidate` takes less time on `x` than `reference`: medians of interleaved
-    calls after one warm-up each, so load on a shared machine hits both alike."""
-    times: tuple[list[float], list[float]] = ([], [])
-    with torch.no_grad():
-        candidate(x), reference(x)
-        for _ in range(rounds):
-            for fn, samples in ((candidate, times[0]), (reference, times[1])):
-                start = time.perf_counter()
-                fn(x)
-                samples.append(time.perf_counter() - start)
-    return statistics.median(times[0]) < statistics.median(times[1])
 
 
 def _same(a: Any, b: Any) -> bool:
