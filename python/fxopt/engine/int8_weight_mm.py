@@ -1,0 +1,29 @@
+"""The target of a weight-only int8 Linear that runs fxopt's own kernel (kernels/int8_weight_mm.h).
+
+`aten._weight_int8pack_mm`'s contract (2-D activations, int8 weight rows, one scale per row)
+with float32 activations: QuantizeLinearsWeightOnly emits a call of this function where the
+kernel chooser measured it fastest (a decoding step's few rows). Inference only: the result
+has no autograd history.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _core
+
+
+def int8_weight_mm(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """x [rows, k] float32 @ (weight [n, k] int8 * scales [n] float32)ᵀ -> [rows, n] float32."""
+    n, k = weight.shape
+    # The kernel reads raw memory: every size and layout it relies on is checked here.
+    if x.dim() != 2 or x.shape[1] != k or scales.shape != (n,):
+        raise ValueError(f"int8_weight_mm: x {tuple(x.shape)}, weight {(n, k)}, scales {tuple(scales.shape)}")
+    if weight.dtype != torch.int8 or scales.dtype != torch.float32 or x.dtype != torch.float32:
+        raise TypeError(f"int8_weight_mm: expects float32 x and scales, int8 weight; got {x.dtype}, {weight.dtype}, {scales.dtype}")
+    if x.device.type != "cpu" or not (weight.is_contiguous() and scales.is_contiguous()):
+        raise ValueError("int8_weight_mm: CPU tensors, weight and scales contiguous")
+    x = x.contiguous()
+    y = torch.empty(x.shape[0], n)
+    _core.int8_weight_mm(x.data_ptr(), x.shape[0], k, weight.data_ptr(), scales.data_ptr(), n, y.data_ptr())
+    return y
