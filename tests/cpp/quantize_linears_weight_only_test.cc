@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "norm_fixtures.h"
 #include "passes/quantize_linears_weight_only.h"
 
@@ -10,9 +12,20 @@ const std::string kSig = "QuantizeLinearsWeightOnly-test";
 
 class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing::NormFixture {
  protected:
-  PassResult apply(std::string activation, bool reverse = false, int bits = 8) {
+  PassResult apply(std::string activation, bool reverse = false, int bits = 8,
+                   Chooser& chooser = static_chooser()) {
     return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, 4),
-                    program, edits, ops, kSig, reverse);
+                    program, edits, ops, kSig, reverse, chooser);
+  }
+};
+
+// Answers every query with fxopt's own int8 kernel.
+class OwnKernelChooser final : public Chooser {
+ public:
+  KernelChoice choose(const ChoiceQuery& query) override {
+    return {size_t(std::find(query.candidates.begin(), query.candidates.end(), "fxopt_int8") -
+                   query.candidates.begin()),
+            0.5, "fixed"};
   }
 };
 
@@ -74,6 +87,31 @@ TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEvery
   apply("bfloat16", /*reverse=*/true);
   EXPECT_EQ(structure(), graph_before);
   EXPECT_FALSE(program.attributes.contains("fc.weight_int8wo"));
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndReversesExactly) {
+  linear_module("fc", 40, 7, true);  // sizes off the kernel's blocks: 16 columns, 4 rows
+  TensorInfo x_value = input({6, 40});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {6, 40});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  OwnKernelChooser chooser;
+  ASSERT_EQ(apply("bfloat16", false, 8, chooser).changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.engine.int8_weight_mm.int8_weight_mm"), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 0u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32 throughout
+  EXPECT_EQ(program.attributes.at("fc.weight_int8wo_scale").dtype, "float32");
+  double error = max_diff(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.05);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  apply("bfloat16", /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {

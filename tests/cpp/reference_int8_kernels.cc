@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/int8_weight_mm.h"
 #include "reference_interpreter.h"
 
 namespace fxopt::testing {
@@ -83,6 +84,18 @@ Value weight_int8pack_mm(ReferenceInterpreter& in, const Node&, const std::vecto
   return in.ops().make({m, n}, std::move(out), a.dtype);
 }
 
+// fxopt's own kernel (kernels/int8_weight_mm.h), run for real on float copies of the values:
+// the pass test then checks the graph and the kernel together.
+Value own_int8_weight_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &s = tensor(args, 2);
+  int64_t m = a.shape.at(0), k = a.shape.at(1), n = b.shape.at(0);
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b), &sv = in.ops().values(s);
+  std::vector<float> x(av.begin(), av.end()), scale(sv.begin(), sv.end()), y(size_t(m * n));
+  std::vector<int8_t> w(bv.begin(), bv.end());
+  int8_weight_mm(x.data(), m, k, w.data(), scale.data(), n, y.data());
+  return in.ops().make({m, n}, std::vector<double>(y.begin(), y.end()), "float32");
+}
+
 // aten._weight_int4pack_mm_for_cpu on the reference layout of QuantizedGroups (one int32 per
 // element, [N, K]): a times ((q - 8) * scale + zero) transposed, per group of columns.
 Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
@@ -122,6 +135,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   add("aten._int_mm.default", int_mm);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
+  add("fxopt.engine.int8_weight_mm.int8_weight_mm", own_int8_weight_mm);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

@@ -175,7 +175,7 @@ def test_real_timings_pick_a_candidate_that_runs(measuring):
         ("linear", ["aten", "onednn"], "none,no_bias"),
         ("int8_linear", ["float32", "int8_per_token"], "none"),
         ("int8_linear", ["float32", "int8_per_token"], "none,no_bias"),
-        ("int8_weight_only", ["float32", "int8_weight_only"], "none"),
+        ("int8_weight_only", ["float32", "int8_weight_only", "fxopt_int8"], "none"),
     ):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
@@ -209,7 +209,7 @@ def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkey
 
 
 def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
-    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 2.0})
+    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 2.0, "fxopt_int8": 2.0})
     _, gm, inputs = traced_bert()
     pass_ = QuantizeLinearsWeightOnly()
     out = compose(pass_, inplace=False)(gm)
@@ -217,9 +217,12 @@ def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
     assert {c.picked for c in pass_.report.choices} == {"float32"}
     assert {c.op for c in pass_.report.choices} == {"int8_weight_only"}
     assert out.code == gm.code
-    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 0.5})
-    measuring.cache = ChoiceCache(measuring.cache.directory / "again")
-    pass_ = QuantizeLinearsWeightOnly()
-    out = compose(pass_, inplace=False)(gm)
-    assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {"int8_weight_only"}
-    torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
+    for fastest, product in (("int8_weight_only", "_weight_int8pack_mm"), ("fxopt_int8", "int8_weight_mm")):
+        fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 0.5, "fxopt_int8": 0.5} | {fastest: 0.25})
+        measuring.cache = ChoiceCache(measuring.cache.directory / fastest)
+        pass_ = QuantizeLinearsWeightOnly()
+        out = compose(pass_, inplace=False)(gm)
+        assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {fastest}
+        assert product in out.code
+        torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
+        assert pass_(out, reverse=True).code == gm.code

@@ -20,7 +20,8 @@ def int8_weight_mm(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) 
     if x.dim() != 2 or x.shape[1] != k or scales.shape != (n,):
         raise ValueError(f"int8_weight_mm: x {tuple(x.shape)}, weight {(n, k)}, scales {tuple(scales.shape)}")
     if weight.dtype != torch.int8 or scales.dtype != torch.float32 or x.dtype != torch.float32:
-        raise TypeError(f"int8_weight_mm: expects float32 x and scales, int8 weight; got {x.dtype}, {weight.dtype}, {scales.dtype}")
+        dtypes = (x.dtype, weight.dtype, scales.dtype)
+        raise TypeError(f"int8_weight_mm: float32 x, int8 weight, float32 scales; not {dtypes}")
     if x.device.type != "cpu" or not (weight.is_contiguous() and scales.is_contiguous()):
         raise ValueError("int8_weight_mm: CPU tensors, weight and scales contiguous")
     x = x.contiguous()
