@@ -16,7 +16,7 @@ const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
 // fxopt's own kernel (kernels/int8_weight_mm.h) through its Python wrapper.
-const Symbol kOwnInt8Mm = Symbol::intern("fxopt.engine.int8_weight_mm.int8_weight_mm");
+const Symbol kOwnInt8Mm = Symbol::intern("fxopt.engine.int8_weight_linear.int8_weight_linear");
 
 const char* const kWhat = "weight-only quantized Linear";
 
@@ -125,7 +125,9 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   ChainBuilder chain(rewriter, node);
   Node* x = view.input;
   if (cast) x = chain.call(kToCopy, "to_activation", {x}, dtype_kwarg(activation_dtype_));
-  x = flat_linear_input(chain, view, x, rank);
+  // fxopt's kernel takes x with its leading sizes, as a Linear does: no flatten, no unflatten.
+  int chain_rank = own_kernel ? 2 : rank;
+  x = flat_linear_input(chain, view, x, chain_rank);
   Node* values_read = rewriter.read_attribute(node, values_path);
   Node* scales_read = rewriter.read_attribute(node, scales_path);
   Node* y = bits_ == 4 ? chain.call(kInt4PackMm, "int4_weight_mm",
@@ -137,7 +139,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   extra.set("cast", cast);
   extra.set("bits", int64_t{bits_});
   extra.set("own_kernel", own_kernel);
-  end_linear_chain(ctx, chain, view, node, y, rank, "int8wo_linear", /*use_recorded=*/false,
+  end_linear_chain(ctx, chain, view, node, y, chain_rank, "int8wo_linear", /*use_recorded=*/false,
                    std::move(*captured), {values_path, scales_path}, std::move(extra));
 }
 

@@ -91,18 +91,20 @@ TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEvery
 
 TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndReversesExactly) {
   linear_module("fc", 40, 7, true);  // sizes off the kernel's blocks: 16 columns, 4 rows
-  TensorInfo x_value = input({6, 40});
+  TensorInfo x_value = input({2, 3, 40});
   Node* x = b.input("x");
-  program.graph.set_value_info(x, "float32", {6, 40});
+  program.graph.set_value_info(x, "float32", {2, 3, 40});
   b.output(Tuple{{b.module("fc", "fc", {x})}});
   auto before = run({{"x", x_value}});
   auto graph_before = structure();
 
   OwnKernelChooser chooser;
   ASSERT_EQ(apply("bfloat16", false, 8, chooser).changed.size(), 1u);
-  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.engine.int8_weight_mm.int8_weight_mm"), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.engine.int8_weight_linear.int8_weight_linear"),
+            1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 0u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32 throughout
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 0u);   // x of any rank
   EXPECT_EQ(program.attributes.at("fc.weight_int8wo_scale").dtype, "float32");
   double error = max_diff(before, run({{"x", x_value}}));
   EXPECT_GT(error, 0.0);

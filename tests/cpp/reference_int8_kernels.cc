@@ -86,14 +86,18 @@ Value weight_int8pack_mm(ReferenceInterpreter& in, const Node&, const std::vecto
 
 // fxopt's own kernel (kernels/int8_weight_mm.h), run for real on float copies of the values:
 // the pass test then checks the graph and the kernel together.
-Value own_int8_weight_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+Value own_int8_weight_linear(ReferenceInterpreter& in, const Node&,
+                             const std::vector<Value>& args) {
   const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &s = tensor(args, 2);
-  int64_t m = a.shape.at(0), k = a.shape.at(1), n = b.shape.at(0);
+  int64_t k = a.shape.back(), n = b.shape.at(0), m = 1;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d) m *= a.shape[d];
   const auto &av = in.ops().values(a), &bv = in.ops().values(b), &sv = in.ops().values(s);
   std::vector<float> x(av.begin(), av.end()), scale(sv.begin(), sv.end()), y(size_t(m * n));
   std::vector<int8_t> w(bv.begin(), bv.end());
   int8_weight_mm(x.data(), m, k, w.data(), scale.data(), n, y.data());
-  return in.ops().make({m, n}, std::vector<double>(y.begin(), y.end()), "float32");
+  std::vector<int64_t> shape = a.shape;
+  shape.back() = n;
+  return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), "float32");
 }
 
 // aten._weight_int4pack_mm_for_cpu on the reference layout of QuantizedGroups (one int32 per
@@ -135,7 +139,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   add("aten._int_mm.default", int_mm);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
-  add("fxopt.engine.int8_weight_mm.int8_weight_mm", own_int8_weight_mm);
+  add("fxopt.engine.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

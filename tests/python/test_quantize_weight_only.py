@@ -62,7 +62,7 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
     with fxopt.tuning.pinned(int8_weight_only="fxopt_int8"):
         transformation = QuantizeLinearsWeightOnly(torch.bfloat16)
         own = transformation(copy.deepcopy(gm))
-    assert "int8_weight_mm" in own.code and "_weight_int8pack_mm" not in own.code and "_to_copy" not in own.code
+    assert "int8_weight_linear" in own.code and "_weight_int8pack_mm" not in own.code and "_to_copy" not in own.code
     torch.testing.assert_close(own(x), atens(x), rtol=1e-5, atol=1e-5)
     if mode == "symbolic":
         other = torch.randn(2, 5, 64)
@@ -75,16 +75,16 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
 
 
 def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
-    from fxopt.engine.int8_weight_mm import int8_weight_mm
+    from fxopt.engine.int8_weight_linear import int8_weight_linear
 
     weight, scales = torch.ones(4, 8, dtype=torch.int8), torch.ones(4)
-    torch.testing.assert_close(int8_weight_mm(torch.ones(2, 8), weight, scales), torch.full((2, 4), 8.0))
+    torch.testing.assert_close(int8_weight_linear(torch.ones(3, 2, 8), weight, scales), torch.full((3, 2, 4), 8.0))
     with pytest.raises(ValueError):
-        int8_weight_mm(torch.ones(2, 7), weight, scales)  # k differs
+        int8_weight_linear(torch.ones(2, 7), weight, scales)  # k differs
     with pytest.raises(TypeError):
-        int8_weight_mm(torch.ones(2, 8), weight.float(), scales)
+        int8_weight_linear(torch.ones(2, 8), weight.float(), scales)
     with pytest.raises(ValueError):
-        int8_weight_mm(torch.ones(2, 8), weight.t().contiguous().t(), scales)
+        int8_weight_linear(torch.ones(2, 8), weight.t().contiguous().t(), scales)
 
 
 def test_bad_arguments_are_refused() -> None:

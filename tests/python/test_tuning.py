@@ -217,7 +217,7 @@ def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
     assert {c.picked for c in pass_.report.choices} == {"float32"}
     assert {c.op for c in pass_.report.choices} == {"int8_weight_only"}
     assert out.code == gm.code
-    for fastest, product in (("int8_weight_only", "_weight_int8pack_mm"), ("fxopt_int8", "int8_weight_mm")):
+    for fastest, product in (("int8_weight_only", "_weight_int8pack_mm"), ("fxopt_int8", "int8_weight_linear")):
         fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 0.5, "fxopt_int8": 0.5} | {fastest: 0.25})
         measuring.cache = ChoiceCache(measuring.cache.directory / fastest)
         pass_ = QuantizeLinearsWeightOnly()

@@ -1,7 +1,8 @@
 """Candidates that run fxopt's own kernels (cpp/kernels/), registered like those of kernels.py.
 
 `fxopt_int8` for a weight-only int8 Linear: float32 activations times int8 weight rows
-(kernels/int8_weight_mm.h), which QuantizeLinearsWeightOnly emits where it measures fastest.
+(kernels/int8_weight_mm.h through engine/int8_weight_linear.py), which QuantizeLinearsWeightOnly
+emits where it measures fastest.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..engine.int8_weight_mm import int8_weight_mm
+from ..engine.int8_weight_linear import int8_weight_linear
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
 from .kernels import Problem, register
@@ -31,7 +32,7 @@ def _fxopt_int8(problem: Problem) -> Callable[[], object]:
     values, scales = TorchTensorOps().quantize_rows_int8(weight)
 
     def run() -> object:
-        y = int8_weight_mm(x, values, scales)
+        y = int8_weight_linear(x, values, scales)
         return y if bias is None else y + bias
 
     return run
