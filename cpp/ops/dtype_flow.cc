@@ -59,6 +59,11 @@ bool needs_matching_float_operands(const Program& program, const Node& node) {
   return false;
 }
 
+bool needs_float32_operands(const Node& node) {
+  return node.kind() == NodeKind::CallFunction &&
+         node.target().str() == "fxopt.runtime.dynamic_int8.dynamic_int8_linear";
+}
+
 std::string_view explicit_result_dtype(const Program& program, const Node& node) {
   if (node.kind() == NodeKind::CallMethod) {
     const std::string& method = node.target().str();

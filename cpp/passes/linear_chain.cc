@@ -39,20 +39,24 @@ Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, in
 Node* end_linear_chain(PassContext& ctx, ChainBuilder& chain, const LinearView& view, Node* node,
                        Node* y, int rank, std::string_view name, bool use_recorded, Arg captured,
                        std::vector<std::string> attributes, Record extra) {
-  Rewriter& rewriter = ctx.rewriter;
   if (view.has_bias())
-    y = chain.call(kAdd, "add", {y, read_linear_tensor(rewriter, view, node, "bias")});
+    y = chain.call(kAdd, "add", {y, read_linear_tensor(ctx.rewriter, view, node, "bias")});
   if (rank != 2)
     y = chain.call(kReshape, name,
                    {y, output_shape(chain, view.input, rank, view.out_features, use_recorded)});
+  return replace_linear(ctx, view, node, y, std::move(captured), std::move(attributes),
+                        std::move(extra), {.flattened = rank != 2, .bias_added = view.has_bias()});
+}
+
+Node* replace_linear(PassContext& ctx, const LinearView& view, Node* node, Node* y, Arg captured,
+                     std::vector<std::string> attributes, Record record, ChainEnds ends) {
+  Rewriter& rewriter = ctx.rewriter;
   Node* weight_read = view.weight_node;
   rewriter.replace_and_erase(node, y);
   if (weight_read) rewriter.erase_if_unused_read(weight_read);
-
-  Record& record = extra;
   record.set("nodes", std::move(captured));
-  record.set("flattened", rank != 2);
-  record.set("bias", view.has_bias());
+  record.set("flattened", ends.flattened);
+  record.set("bias", ends.bias_added);
   Tuple paths;
   for (std::string& path : attributes) paths.items.push_back(std::move(path));
   record.set("attributes", std::move(paths));

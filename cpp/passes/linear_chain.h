@@ -5,6 +5,8 @@
 //             [tokens, N] -> end_linear_chain: + bias, reshape back to x's leading sizes, in
 //             the Linear's place; the record says whether it flattened, had a bias, and which
 //             attributes (the quantized weight and its scales) it stored.
+//             A kernel that takes the Linear's input and bias as they are is one call: it
+//             takes the Linear's place with replace_linear, and the record says neither.
 //   reverse:  walk_linear_chain_end finds the product again from the chain's last node;
 //             restore_linear_chain rebuilds the captured Linear on x and removes the chain and
 //             its attributes.
@@ -43,6 +45,17 @@ Node* flat_linear_input(ChainBuilder& chain, const LinearView& view, Node* x, in
 Node* end_linear_chain(PassContext& ctx, ChainBuilder& chain, const LinearView& view, Node* node,
                        Node* y, int rank, std::string_view name, bool use_recorded, Arg captured,
                        std::vector<std::string> attributes, Record extra = {});
+// What a chain added around the pass's own product: a flattening of x (and the reshape back),
+// an add of the bias.
+struct ChainEnds {
+  bool flattened = false;
+  bool bias_added = false;
+};
+// Puts `y`, the Linear's whole result (bias added, x's leading sizes), in `node`'s place and
+// records the reversal (`record` the pass's own fields, `ends` what walk_linear_chain_end will
+// pass). Returns y, marked as changed.
+Node* replace_linear(PassContext& ctx, const LinearView& view, Node* node, Node* y, Arg captured,
+                     std::vector<std::string> attributes, Record record = {}, ChainEnds ends = {});
 // From the chain's last node back past the reshape and the bias: the node before them.
 Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& record);
 // Whether the forward flattened x (the walk then passes one more reshape to reach x).

@@ -21,11 +21,53 @@ const Symbol kRound = Symbol::intern("aten.round.default");
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kIntMm = Symbol::intern("aten._int_mm.default");
 const Symbol kMul = Symbol::intern("aten.mul.Tensor");
+// The Python function that runs torch's packed int8 GEMMs (python/fxopt/runtime/dynamic_int8.py).
+const Symbol kDynamicInt8Linear = Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+const char* const kPerToken = "int8_per_token";
+const char* const kOneDnn = "int8_onednn";
+const char* const kFbgemm = "int8_fbgemm";
+
+// The weight as int8 rows and their scales, stored next to it: the module's own, or the
+// attribute the get_attr operand reads. Returns the two paths.
+std::pair<std::string, std::string> store_weight(PassContext& ctx, const LinearView& view,
+                                                 bool transposed) {
+  Rewriter& rewriter = ctx.rewriter;
+  QuantizedRows quantized = ctx.tensors.quantize_rows_int8(*view.params.tensor("weight"));
+  std::string base =
+      view.weight_node ? view.weight_node->target().str() : view.module() + ".weight";
+  std::string values_path = rewriter.unique_path(base + "_int8");
+  rewriter.set_attribute(
+      values_path, transposed ? ctx.tensors.transpose(quantized.values, 0, 1) : quantized.values);
+  std::string scales_path = rewriter.unique_path(base + "_int8_scale");
+  rewriter.set_attribute(scales_path, quantized.scales);
+  return {values_path, scales_path};
+}
+
+// One call of the packed-GEMM function, which takes x of any rank and the bias as they are.
+void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const char* engine,
+                  Arg captured) {
+  Rewriter& rewriter = ctx.rewriter;
+  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/false);
+  Arg bias = view.has_bias() ? read_linear_tensor(rewriter, view, node, "bias") : Arg{};
+  Node* y =
+      ChainBuilder(rewriter, node)
+          .call(kDynamicInt8Linear, "int8_linear",
+                {view.input, rewriter.read_attribute(node, values_path),
+                 rewriter.read_attribute(node, scales_path), std::move(bias), std::string(engine)});
+  replace_linear(ctx, view, node, y, std::move(captured), {values_path, scales_path});
+}
 
 }  // namespace
 
-QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep)
-    : int8_dtype_(std::move(int8_dtype)), keep_(std::move(keep)) {}
+QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
+                                         std::string compare_with)
+    : int8_dtype_(std::move(int8_dtype)),
+      keep_(std::move(keep)),
+      compare_with_(std::move(compare_with)) {
+  if (compare_with_ != "float32" && compare_with_ != "bfloat16")
+    throw std::invalid_argument(
+        "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
+}
 
 std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
   const Arg* int8 = options.find("int8");
@@ -41,39 +83,49 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       keep.push_back(item.as<std::string>());
     }
   }
-  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep));
+  std::string compare_with = "float32";
+  if (const Arg* dtype = options.find("compare_with")) {
+    if (!dtype->is<std::string>())
+      throw std::invalid_argument("option 'compare_with' must be a dtype name");
+    compare_with = dtype->as<std::string>();
+  }
+  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with));
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
 
 void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
-  Rewriter& rewriter = ctx.rewriter;
   if (std::ranges::find(keep_, node->name()) != keep_.end())
     return ctx.skip(*node, "kept in float32 (option 'keep')");
   std::optional<QuantizableLinear> found = quantizable_linear(ctx, node, "the int8 path");
   if (!found) return;
-  const auto& [view, rank] = *found;
-  std::vector<std::string> kernels = {"float32", "int8_per_token"};
-  if (ctx.choose(*node, linear_choice_query(view, "int8_linear", "none", kernels, 1)) == "float32")
-    return ctx.skip(*node,
-                    "the float32 Linear was measured faster here, or this CPU has no fast int8 "
-                    "matmul (see the pass's choices)");
-  Node* inputs[] = {view.input};
+  // A lowering that follows would lower the per-token chain's ATen ops (its scales) too; the
+  // packed kernels' call it keeps in float32 (ops/dtype_flow.h).
+  std::vector<std::string> kernels = {"float32", kPerToken, kOneDnn, kFbgemm};
+  if (compare_with_ != "float32") kernels.erase(kernels.begin() + 1);
+  ChoiceQuery query = linear_choice_query(found->view, "int8_linear", "none", kernels, 1);
+  query.dtype = compare_with_;
+  std::string kernel = ctx.choose(*node, query);
+  if (kernel == "float32")
+    return ctx.skip(*node, "the " + compare_with_ +
+                               " Linear was measured faster here, or this CPU has no fast int8 "
+                               "matmul (see the pass's choices)");
+  Node* inputs[] = {found->view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
+  if (kernel == kPerToken)
+    per_token_chain(ctx, node, *found, std::move(*captured));
+  else
+    dynamic_call(ctx, node, found->view, kernel == kOneDnn ? "onednn" : "fbgemm",
+                 std::move(*captured));
+}
 
-  const TensorInfo& weight = *view.params.tensor("weight");
-  QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
-  TensorInfo packed = ctx.tensors.transpose(quantized.values, 0, 1);
-  // Next to the weight: the module's own, or the attribute the get_attr operand reads.
-  std::string base =
-      view.weight_node ? view.weight_node->target().str() : view.module() + ".weight";
-  std::string values_path = rewriter.unique_path(base + "_int8");
-  rewriter.set_attribute(values_path, packed);
-  std::string scales_path = rewriter.unique_path(base + "_int8_scale");
-  rewriter.set_attribute(scales_path, quantized.scales);
-
+void QuantizeLinearsInt8::per_token_chain(PassContext& ctx, Node* node,
+                                          const QuantizableLinear& linear, Arg captured) const {
+  Rewriter& rewriter = ctx.rewriter;
+  const auto& [view, rank] = linear;
+  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/true);
   ChainBuilder chain(rewriter, node);
   Node* x = flat_linear_input(chain, view, view.input, rank);
   Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});
@@ -88,11 +140,13 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   Node* y = chain.call(kMul, "mul", {product, scale});
   y = chain.call(kMul, "mul", {y, rewriter.read_attribute(node, scales_path)});
   end_linear_chain(ctx, chain, view, node, y, rank, "int8_linear", /*use_recorded=*/true,
-                   std::move(*captured), {values_path, scales_path});
+                   std::move(captured), {values_path, scales_path});
 }
 
 void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   ChainWalker walk(node, "int8 Linear");
+  if (node->target() == kDynamicInt8Linear)
+    return restore_linear_chain(ctx, walk, node, walk.operand(node, kDynamicInt8Linear, 0), record);
   Node* scaled = walk.operand(walk_linear_chain_end(walk, node, record), kMul, 0);
   Node* product = walk.operand(scaled, kMul, 0);  // y = scaled * weight scales
   Node* scale = walk.operand(scaled, kMul, 1);    // the token scales

@@ -31,8 +31,8 @@ class FixedChooser final : public Chooser {
   std::vector<std::string> picks_;
 };
 
-class KernelChoiceTest : public ::testing::Test, protected testing::NormFixture {
- protected:
+class KernelChoiceTest : public ::testing::Test, public testing::NormFixture {
+ public:
   // x [2, 3, 4] -> linear (4 -> 6) -> gelu -> output
   void build_linear_gelu() {
     attribute("fc.weight", {6, 4});
@@ -130,9 +130,62 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].op, "int8_linear");
   EXPECT_EQ(chooser.queries[0].variant, "none");
-  EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
+  EXPECT_EQ(chooser.queries[0].candidates,
+            (std::vector<std::string>{"float32", "int8_per_token", "int8_onednn", "int8_fbgemm"}));
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(structure(), graph_before);
+}
+
+// The packed kernels take x of any rank and the bias as they are: one call, no chain around it.
+void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string& kernel) {
+  t.build_linear_gelu();
+  auto graph_before = t.structure();
+  auto before = t.run({{"x", t.x_}});
+  FixedChooser chooser(kernel);
+  QuantizeLinearsInt8 pass(Opaque{3}, {});
+  PassResult result = run_pass(pass, t.program, t.edits, t.ops, kSig, false, chooser);
+  ASSERT_EQ(result.changed.size(), 1u);
+  const Node* call = nullptr;
+  for (const Node* node : t.program.graph)
+    if (node->target().str() == "fxopt.runtime.dynamic_int8.dynamic_int8_linear") call = node;
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->args().back().as<std::string>(), kernel.substr(std::string("int8_").size()));
+  EXPECT_EQ(t.count("aten.linear.default") + t.count("aten.reshape.default") +
+                t.count("aten.add.Tensor") + t.count("aten._int_mm.default"),
+            0u);
+  EXPECT_EQ(t.program.attributes.at("fc.weight_int8").shape, (std::vector<int64_t>{6, 4}));
+  auto after = t.run({{"x", t.x_}});
+  ASSERT_EQ(after[0].shape, before[0].shape);
+  double error = t.max_diff(before, after);
+  EXPECT_GT(error, 0.0);  // it did quantize
+  EXPECT_LT(error, 0.05);
+
+  run_pass(pass, t.program, t.edits, t.ops, kSig, /*reverse=*/true, chooser);
+  EXPECT_EQ(t.structure(), graph_before);
+  EXPECT_FALSE(t.program.attributes.contains("fc.weight_int8"));
+  EXPECT_EQ(t.max_diff(before, t.run({{"x", t.x_}})), 0.0);
+}
+
+// Against a Linear a lowering will run in bfloat16, the query says so, and the per-token chain
+// (whose ATen ops the lowering would lower too) is no candidate.
+TEST_F(KernelChoiceTest, ComparedWithBfloat16TheQueryCarriesItsDtype) {
+  build_linear_gelu();
+  FixedChooser chooser("float32");
+  run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops, kSig, false,
+           chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
+  EXPECT_EQ(chooser.queries[0].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "int8_fbgemm"}));
+  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float16"), std::invalid_argument);
+}
+
+TEST_F(KernelChoiceTest, OneDnnInt8IsOnePackedCallThatReversesExactly) {
+  expect_one_packed_call_that_reverses(*this, "int8_onednn");
+}
+
+TEST_F(KernelChoiceTest, FbgemmInt8IsOnePackedCallThatReversesExactly) {
+  expect_one_packed_call_that_reverses(*this, "int8_fbgemm");
 }
 
 TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {

@@ -1,5 +1,5 @@
 // Reference kernels for what QuantizeLinearsInt8 builds: the ATen ops of dynamic per-token int8
-// quantization, the int8 matrix product and the weight-only int8 and int4 products (held as doubles, like every reference tensor).
+// quantization, the int8 matrix product, the packed-GEMM call and the weight-only int8 and int4 products (held as doubles, like every reference tensor).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -118,6 +118,33 @@ Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
   return in.ops().make({m, n}, std::move(out), a.dtype);
 }
 
+// fxopt.runtime.dynamic_int8.dynamic_int8_linear (torch's packed int8 GEMMs): x [.., K] rounded
+// to 256 levels between min(x, 0) and max(x, 0) (one scale and zero point for the tensor), times
+// the int8 weight [N, K] scaled per row, plus the bias (None: none).
+Value dynamic_int8_linear(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo &x = tensor(args, 0), &w = tensor(args, 1), &s = tensor(args, 2);
+  const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(3));
+  const auto &xv = in.ops().values(x), &wv = in.ops().values(w), &sv = in.ops().values(s);
+  int64_t k = x.shape.back(), n = w.shape.at(0), rows = int64_t(xv.size()) / k;
+  double low = std::min(0.0, *std::min_element(xv.begin(), xv.end()));
+  double high = std::max(0.0, *std::max_element(xv.begin(), xv.end()));
+  double scale = high > low ? (high - low) / 255 : 1.0;
+  double zero = std::nearbyint(-low / scale);
+  std::vector<double> out(rows * n, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double q = std::clamp(std::nearbyint(xv[i * k + p] / scale) + zero, 0.0, 255.0);
+        sum += (q - zero) * scale * wv[j * k + p];
+      }
+      out[i * n + j] = sum * sv[j] + (bias ? in.ops().values(*bias)[j] : 0.0);
+    }
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = n;
+  return in.ops().make(shape, std::move(out), x.dtype);
+}
+
 }  // namespace
 
 void add_int8_kernels(ReferenceInterpreter& interpreter) {
@@ -137,6 +164,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
       });
   add("aten.amax.default", row_max);
   add("aten._int_mm.default", int_mm);
+  add("fxopt.runtime.dynamic_int8.dynamic_int8_linear", dynamic_int8_linear);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
   add("fxopt.engine.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);

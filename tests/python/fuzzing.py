@@ -371,6 +371,8 @@ KERNEL_PINS: tuple[dict[str, str], ...] = (
     {},
     {"linear": "aten", "int8_linear": "float32"},
     {"linear": "onednn"},  # oneDNN's Linear with the activation left after it
+    {"int8_linear": "int8_onednn"},  # torch's packed int8 GEMMs, one call per Linear
+    {"int8_linear": "int8_fbgemm"},
 )
 
 

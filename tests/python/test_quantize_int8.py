@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 
+import pytest
 import torch
 import torch.fx
 import transformers
@@ -12,6 +13,8 @@ import transformers
 from torch.fx.passes.shape_prop import ShapeProp
 
 import fxopt
+import fxopt.engine.tensor_ops
+import fxopt.runtime.dynamic_int8
 from fxopt.optimization import QuantizeLinearsInt8
 from linear_models import assert_same_parameters, minilm, minilm_inputs, param_states
 
@@ -121,3 +124,77 @@ def test_calibrated_on_real_text_meets_its_bound_on_held_out_text(minilm: transf
     restored = t(quantized, reverse=True)
     assert count(restored, INT_MM) == 0
     assert torch.equal(restored(**held_out[0])["last_hidden_state"], gm(**held_out[0])["last_hidden_state"])
+
+
+PACKED = fxopt.runtime.dynamic_int8.dynamic_int8_linear
+
+
+@pytest.mark.parametrize("kernel", ["int8_onednn", "int8_fbgemm"])
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_packed_kernels_run_int8_save_load_and_reverse_exactly(kernel: str, mode: str, tmp_path) -> None:
+    engine = kernel.removeprefix("int8_")
+    if not fxopt.runtime.dynamic_int8.available(engine):
+        pytest.skip(f"this torch has no {engine} quantized engine")
+    model = mlp()
+    x = torch.randn(3, 5, 16)
+    gm = fxopt.trace(model, example_inputs=(x,), mode=mode)
+    ShapeProp(gm).propagate(x)
+    code_before, before, expected = gm.code, param_states(gm), gm(x)
+    t = QuantizeLinearsInt8()
+    with fxopt.tuning.pinned(int8_linear=kernel):
+        t(gm)
+    assert len(t.report.changed) == 2 and {c.picked for c in t.report.choices} == {kernel}
+    calls = gm.graph.find_nodes(op="call_function", target=PACKED)
+    assert [n.args[-1] for n in calls] == [engine, engine]
+    assert count(gm, INT_MM) == 0 and count(gm, torch.ops.aten.linear.default) == 0
+    actual = gm(x)
+    assert actual.shape == expected.shape and not torch.equal(actual, expected)
+    assert cosine(actual, expected) > 0.999
+    assert torch.equal(copy.deepcopy(gm)(x), actual)
+    fxopt.save(gm, tmp_path / "int8.fxopt")
+    loaded = fxopt.load(tmp_path / "int8.fxopt")
+    assert torch.equal(loaded(x), actual)  # packed anew from the saved int8 values
+
+    for reversed_gm in (loaded, gm):
+        t(reversed_gm, reverse=True)
+        assert not reversed_gm.graph.find_nodes(op="call_function", target=PACKED)
+        assert torch.equal(reversed_gm(x), expected)
+    assert gm.code == code_before
+    assert_same_parameters(gm, before, same_storage=True)
+
+
+def test_packed_weights_follow_an_in_place_change_of_the_stored_values() -> None:
+    """The packed copy is a cache of the graph's int8 tensors, never a second truth."""
+    dynamic = fxopt.runtime.dynamic_int8
+    engine = next((e for e in dynamic.ENGINES if dynamic.available(e)), None)
+    if engine is None:
+        pytest.skip("this torch has no quantized engine")
+    weight, x = torch.randn(8, 16), torch.randn(4, 16)
+    values, scales = fxopt.engine.tensor_ops.TorchTensorOps().quantize_rows_int8(weight)
+    first = dynamic.dynamic_int8_linear(x, values, scales, None, engine)
+    values.neg_()
+    torch.testing.assert_close(dynamic.dynamic_int8_linear(x, values, scales, None, engine), -first)
+
+
+def test_calibration_runs_the_kernel_each_linear_gets(minilm: transformers.BertModel) -> None:
+    """Each kernel's own error decides what stays float (per token and per tensor keep different
+    sets), and the bound holds on held-out text for both."""
+    from fxopt.cli.sentences import CALIBRATION, HELD_OUT, minilm_batch
+
+    if not fxopt.runtime.dynamic_int8.available("onednn"):
+        pytest.skip("this torch has no oneDNN quantized engine")
+    calibration = minilm_batch(CALIBRATION[:4], length=32)
+    held_out = [minilm_batch(HELD_OUT[i : i + 4], length=32) for i in (0, 4)]
+    gm = fxopt.trace(minilm, example_inputs=calibration)
+    kept: dict[str, tuple[str, ...]] = {}
+    for kernel in ("int8_per_token", "int8_onednn"):
+        with fxopt.tuning.pinned(int8_linear=kernel):
+            t = QuantizeLinearsInt8.calibrated(gm, calibration, min_cosine=0.998, held_out=held_out)
+            quantized = t(copy.deepcopy(gm))
+        assert {c.picked for c in t.report.choices} == {kernel}
+        kept[kernel] = t.keep
+        assert 0 < len(t.keep) < 6 * 6 + 1
+        for inputs in (calibration, *held_out):
+            report = fxopt.verify(gm, quantized, inputs)
+            assert report.min_cosine is not None and report.min_cosine >= 0.998
+    assert set(kept["int8_onednn"]) != set(kept["int8_per_token"])

@@ -36,6 +36,15 @@ class BuiltinTransformation(ReversibleTransformation):
     core_pass: ClassVar[str]
     summary: ClassVar[str]
     _report: PassReport | None = None
+    prepares: ClassVar[bool] = False
+    """True for passes that must look at the graph as it is before running forward (a
+    calibration runs it): :meth:`prepare` is then called on the synced GraphModule, so such a
+    pass starts a new engine run in a composition."""
+
+    def prepare(self, graph_module: GraphModule) -> bool:
+        """Called before the forward pass of a class that `prepares`; False: nothing to run
+        (the pass sets its own report)."""
+        return True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -59,6 +68,8 @@ class BuiltinTransformation(ReversibleTransformation):
         return self._apply(graph_module, reverse=True)[0]
 
     def _apply(self, graph_module: GraphModule, reverse: bool) -> tuple[GraphModule, bool]:
+        if self.prepares and not reverse and not self.prepare(graph_module):
+            return graph_module, False
         return graph_module, run_builtin([(self, reverse)], graph_module)
 
 

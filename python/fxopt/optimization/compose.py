@@ -97,11 +97,15 @@ class ComposeTransformation(ReversibleTransformation):
 def _all_or_nothing(steps: list[tuple[Transformation, bool]]) -> bool:
     """True if running `steps` on the caller's module can fail only before touching it: one
     core session (all or nothing), then at most LintAndRecompile / DeepCopy members."""
-    builtin = [isinstance(t, BuiltinTransformation) for t, _ in steps]
+    builtin = [isinstance(t, BuiltinTransformation) and not _prepares(t, reverse) for t, reverse in steps]
     tail = builtin.index(False) if False in builtin else len(steps)
     return not any(builtin[tail:]) and all(
         isinstance(t, (LintAndRecompile, DeepCopy)) for t, _ in steps[tail:]
     )
+
+
+def _prepares(transformation: Transformation, reverse: bool) -> bool:
+    return isinstance(transformation, BuiltinTransformation) and transformation.prepares and not reverse
 
 
 def _working_copy(gm: GraphModule) -> GraphModule:
@@ -130,6 +134,12 @@ def _run(gm: GraphModule, steps: list[tuple[Transformation, bool]]) -> tuple[Gra
     changed = False
     for transformation, reverse in steps:
         if isinstance(transformation, BuiltinTransformation):
+            if _prepares(transformation, reverse):
+                if batch:  # it looks at the graph as the steps before it left it
+                    changed |= run_builtin(batch, gm)
+                    batch = []
+                if not transformation.prepare(gm):
+                    continue
             batch.append((transformation, reverse))
             continue
         if batch:

@@ -1,13 +1,14 @@
 """Which Linears `QuantizeLinearsInt8` keeps in float32, chosen in a few forward runs.
 
-Calibration runs the float graph in a torch.fx Interpreter that can stand a simulated int8
-Linear in for any Linear node: its input rounded per token and its weight per output channel
-to int8 levels (the arithmetic of cpp/passes/quantize_linears_int8.h, in float32). Which
-Linears are simulated is a parameter of a run, so
-1. one run measures every Linear's own sensitivity (relative error of its simulated output
-   against its float output, on the float model's activations) and the reference outputs;
+Calibration runs the float graph in a torch.fx Interpreter that can stand an int8 Linear in
+for any Linear node: the very kernel the pass's kernel choice gave that Linear
+(`tuning.kernels.int8_linear`: per-token activation scales through aten._int_mm, or one scale
+per tensor through oneDNN's or fbgemm's packed GEMMs), with its weight quantized as the pass
+quantizes it. Which Linears run in int8 is a parameter of a run, so
+1. one run measures every Linear's own sensitivity (relative error of its int8 output against
+   its float output, on the float model's activations) and the reference outputs;
 2. each step of a bisection over how many of the most sensitive Linears to keep is one more
-   run, with every other Linear simulated, compared with the reference (minimum cosine over the
+   run, with every other Linear in int8, compared with the reference (minimum cosine over the
    float outputs).
 No transformed copy of the model is made until the answer is known: BERT-base took 117 s with a
 transformed deep copy per Linear, this takes a forward pass per step (about log2(#Linears) + 2).
@@ -16,7 +17,7 @@ transformed deep copy per Linear, this takes a forward pass per step (about log2
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -25,27 +26,30 @@ import torch.utils._pytree as pytree
 from torch.fx import GraphModule, Interpreter, Node
 
 from ..tracing.dummy_inputs import Inputs, split_inputs
+from ..tuning import kernels
 from ..verification.verify import cosine_similarity
 
 _FUNCTIONAL_LINEARS = (F.linear, torch._C._nn.linear, torch.ops.aten.linear.default)
 
-
-def _per_token(x: torch.Tensor) -> torch.Tensor:
-    scale = (x.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-    return (x / scale).round() * scale
-
-
-def _per_channel(weight: torch.Tensor) -> torch.Tensor:
-    scale = (weight.abs().amax(1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-    return (weight / scale).round() * scale
+Int8Linear = Callable[[torch.Tensor], torch.Tensor]
 
 
 class _Int8Simulation(Interpreter):
-    """Runs the float graph, standing simulated int8 Linears in for the nodes in `simulated`
-    and recording, for every node in `measured`, its own relative int8 error."""
+    """Runs the float graph, standing int8 Linears in for the nodes in `simulated` and
+    recording, for every node in `measured`, its own relative int8 error. `int8` holds each
+    node's int8 Linear, made on first use (its weight quantized once per calibration)."""
 
-    def __init__(self, gm: GraphModule, simulated: Iterable[str] = (), measured: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        gm: GraphModule,
+        kernel_of: Mapping[str, str],
+        int8: dict[str, Int8Linear],
+        simulated: Iterable[str] = (),
+        measured: Iterable[str] = (),
+    ) -> None:
         super().__init__(gm)
+        self.kernel_of = kernel_of
+        self.int8 = int8
         self.simulated = set(simulated)
         self.measured = set(measured)
         self.errors: dict[str, float] = {}
@@ -59,7 +63,9 @@ class _Int8Simulation(Interpreter):
             self.errors[n.name] = float("inf")
             return result
         x, weight, bias = operands
-        int8 = F.linear(_per_token(x), _per_channel(weight), bias)
+        if n.name not in self.int8:
+            self.int8[n.name] = kernels.int8_linear(self.kernel_of[n.name], weight, bias)
+        int8 = self.int8[n.name](x)
         if n.name in self.measured:
             self.errors[n.name] = float((int8 - result).norm() / result.norm().clamp_min(1e-30))
         return int8 if n.name in self.simulated else result
@@ -94,14 +100,19 @@ def _min_cosine(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> flo
 
 
 class Calibration:
-    """The int8 sensitivity of a graph's Linears on given inputs, and cosines of any mix."""
+    """The int8 sensitivity of a graph's Linears on given inputs, and cosines of any mix.
 
-    def __init__(self, gm: GraphModule, linears: Sequence[str], inputs: Inputs) -> None:
+    `kernels` maps each Linear node that may go int8 to the kernel it gets
+    (``int8_per_token``, ``int8_onednn``, ``int8_fbgemm``)."""
+
+    def __init__(self, gm: GraphModule, kernels: Mapping[str, str], inputs: Inputs) -> None:
         self.gm = gm
-        self.linears = list(linears)
+        self.kernels = dict(kernels)
+        self.linears = list(kernels)
         self.inputs = _positional(gm, inputs)
+        self._int8: dict[str, Int8Linear] = {}
         with torch.no_grad():
-            run = _Int8Simulation(gm, measured=self.linears)
+            run = self._run(measured=self.linears)
             self.reference = _float_leaves(run.run(*self.inputs))
         self.sensitivity = run.errors
         self.runs = 1
@@ -124,9 +135,12 @@ class Calibration:
                 if id(inputs) not in self._references:
                     self._references[id(inputs)] = _float_leaves(self.gm(*args))
                 reference = self._references[id(inputs)]
-            actual = _float_leaves(_Int8Simulation(self.gm, simulated=simulated).run(*args))
+            actual = _float_leaves(self._run(simulated=simulated).run(*args))
         self.runs += 1
         return _min_cosine(reference, actual)
+
+    def _run(self, simulated: Iterable[str] = (), measured: Iterable[str] = ()) -> _Int8Simulation:
+        return _Int8Simulation(self.gm, self.kernels, self._int8, simulated, measured)
 
 
 def fewest_kept(

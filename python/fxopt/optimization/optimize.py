@@ -13,7 +13,7 @@ from torch.fx import GraphModule
 from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
 from .presets import preset as build_preset
-from .presets import warn_machine_note
+from .presets import warn_machine_note, warn_uncalibrated
 from ..tracing.trace import Mode
 from ..tracing.train_mode import TrainModeWarning, eval_mode, in_train_mode, train_mode_message
 from .trace_cache import cached_trace
@@ -27,6 +27,8 @@ def optimize(
     example_inputs: Inputs | None = ...,
     input_names: Sequence[str] | None = ...,
     mode: Mode = ...,
+    calibration: Inputs | None = ...,
+    held_out: Sequence[Inputs] = ...,
 ) -> ExportedProgram: ...
 
 
@@ -38,6 +40,8 @@ def optimize(
     example_inputs: Inputs | None = ...,
     input_names: Sequence[str] | None = ...,
     mode: Mode = ...,
+    calibration: Inputs | None = ...,
+    held_out: Sequence[Inputs] = ...,
 ) -> GraphModule: ...
 
 
@@ -48,6 +52,8 @@ def optimize(
     example_inputs: Inputs | None = None,
     input_names: Sequence[str] | None = None,
     mode: Mode = "auto",
+    calibration: Inputs | None = None,
+    held_out: Sequence[Inputs] = (),
 ) -> GraphModule | ExportedProgram:
     """The model traced (unless it is a GraphModule already) and optimized with `preset`.
 
@@ -70,7 +76,9 @@ def optimize(
     if isinstance(model, ExportedProgram):
         warn_machine_note(preset)
         return optimize_exported_program(model, preset)
-    transformation = build_preset(preset, inplace=False)
+    transformation = build_preset(preset, inplace=False, calibration=calibration, held_out=held_out)
+    if calibration is None:
+        warn_uncalibrated(preset)
     if not isinstance(model, nn.Module):
         raise TypeError(
             "fxopt.optimize takes an nn.Module or a GraphModule (or an ExportedProgram), "

@@ -12,7 +12,8 @@ from torch.fx import GraphModule
 from .hardware import fast_bfloat16_cpu, onednn_bfloat16_available, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
-from .. import tuning
+from ..engine.bridge import PassReport
+from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .int8_calibration import Calibration, fewest_kept
 
@@ -286,33 +287,78 @@ class ConvWeightsChannelsLast(BuiltinTransformation):
 
 
 class QuantizeLinearsInt8(BuiltinTransformation):
-    """Float32 Linears become int8 matrix products with dynamic per-token activation scales.
+    """Float32 Linears become int8 matrix products with activations quantized at run time.
 
     Opt-in and not computation-preserving. Each Linear's weight is quantized once per output
-    channel (symmetric, ``max|W[n]| / 127``) and stored transposed as int8 next to the original
-    (``<weight path>_int8`` and ``_int8_scale``); at run time every row of the input (every
-    token) gets its own scale, is rounded to int8 and multiplied with ``aten._int_mm`` (VNNI
-    kernels where the CPU has them), and the int32 product is scaled back, plus the bias. The
-    ops are plain ATen calls on plain tensors, so the result deep-copies, saves and loads with
-    torch alone. Reverse points the graph back at the untouched float Linears, bit for bit.
+    channel (symmetric, ``max|W[n]| / 127``) and stored as int8 next to the original
+    (``<weight path>_int8`` and ``_int8_scale``). Which int8 kernel each Linear gets, or none,
+    is measured on this CPU (``fxopt.tuning``; the report lists the choices):
+    ``int8_per_token`` (every token gets its own activation scale, rounded in ATen ops and
+    multiplied with ``aten._int_mm``: the most accurate, fast only with VNNI or AMX),
+    ``int8_onednn`` / ``int8_fbgemm`` (torch's packed int8 GEMMs, one activation scale per
+    call, through ``fxopt.runtime.dynamic_int8``: the fastest where they have AMX or VNNI code,
+    and fbgemm the only fast int8 on AVX2-only CPUs), or ``float32`` where none wins. Graphs
+    hold plain tensors only, so they deep-copy and save with ``fxopt.save``. Reverse points the
+    graph back at the untouched float Linears, bit for bit.
 
-    `keep` names Linear nodes to leave in float32; :meth:`calibrated` chooses them by measured
-    sensitivity so that the model's outputs stay within a cosine bound on given inputs.
+    `compare_with` is the precision a Linear left alone will run in: ``torch.bfloat16`` when a
+    lowering follows (the ``fast`` preset's ``ChangePrecision``), so int8 is picked only where
+    it beats that Linear, casts included. `keep` names Linear nodes to leave in float;
+    :meth:`calibrated` chooses them by measured sensitivity so that the model's outputs stay
+    within a cosine bound on given inputs, and so does ``calibrate=True`` on the inputs of
+    :meth:`calibrate_on` (the ``fast`` preset, when ``fxopt.optimize`` gets ``calibration=``).
     Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
 
-    Measured (``docs/benchmarks.md``): per-token scales keep the real all-MiniLM-L6-v2 at cosine
-    0.9947 with every Linear in int8 (per-tensor activation scales, torch.ao's and ONNX
-    Runtime's dynamic int8, fall to 0.94); on an AVX512-VNNI CPU it measured 1.33x on MiniLM
-    (within that run's noise), 1.70x on BERT-base and 1.80x on GPT-2; reaching
-    cosine 0.999 keeps about a third of its Linears in float32, and the gain mostly goes. So no
-    preset holds it.
+    Measured on the real all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token,
+    0.986 per tensor (oneDNN). See ``docs/benchmarks.md`` for speed per CPU.
     """
 
-    def __init__(self, keep: Sequence[str] = ()) -> None:
-        self.keep = tuple(keep)
+    prepares = True
+
+    def __init__(
+        self,
+        keep: Sequence[str] = (),
+        calibrate: bool = False,
+        min_cosine: float = 0.999,
+        compare_with: torch.dtype = torch.float32,
+    ) -> None:
+        if compare_with not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"QuantizeLinearsInt8 compares with torch.float32 or torch.bfloat16, not {compare_with}")
+        # `keep` is not a parameter of the signature: reverse restores every Linear the pass
+        # changed, whatever it kept, so a fresh instance (a preset's) reverses a calibrated one.
+        self._keep = tuple(keep)
+        self.calibrate = calibrate
+        self.min_cosine = min_cosine
+        self.compare_with = compare_with
+        self._calibration: Inputs | None = None
+        self._held_out: Sequence[Inputs] = ()
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """The Linear nodes left in float32: given, or what the last calibration chose."""
+        return self._keep
+
+    def calibrate_on(self, calibration: Inputs, held_out: Sequence[Inputs] = ()) -> None:
+        """Inputs for ``calibrate=True``: the batch that chooses, and batches the bound must
+        then hold on too."""
+        self._calibration, self._held_out = calibration, held_out
+
+    def prepare(self, graph_module: GraphModule) -> bool:
+        if not self.calibrate:
+            return True
+        if self._calibration is None:
+            self._report = PassReport(
+                type(self).__name__,
+                skipped=[("*", "no calibration inputs: int8 runs only where real inputs bound its error "
+                         "(fxopt.optimize(..., calibration=inputs))")],
+            )  # fmt: skip
+            return False
+        kept = _fewest_kept(graph_module, self._calibration, self.min_cosine, self._held_out, self.compare_with)
+        self._keep = tuple(kept or ())  # None: no Linear goes int8 here, as the pass will report
+        return True
 
     def core_options(self) -> dict[str, Any]:
-        return {"int8": torch.int8, "keep": list(self.keep)}
+        return {"int8": torch.int8, "keep": list(self._keep), "compare_with": dtype_name(self.compare_with)}
 
     @classmethod
     def calibrated(
@@ -326,22 +372,42 @@ class QuantizeLinearsInt8(BuiltinTransformation):
         float output of `graph_module` keeps cosine >= `min_cosine` on `inputs`, and then on each
         of the `held_out` inputs.
 
-        Sensitivity and the cosines come from simulated int8 Linears in a few forward runs of
-        the float graph (`int8_calibration`): one for every Linear's sensitivity, one per step
-        of a bisection over how many to keep. `graph_module` is not changed. Raises ValueError
-        if it has no Linear this transformation can quantize.
+        Sensitivity and the cosines come from a few forward runs of the float graph with int8
+        Linears stood in (`int8_calibration`), each with the kernel the choice gives it here:
+        one run for every Linear's sensitivity, one per step of a bisection over how many to
+        keep. `graph_module` is not changed. Raises ValueError if no Linear goes int8 here.
         """
-        # Reverse reports the Linears it put back: the ones this transformation can quantize.
-        everything = cls()
-        with tuning.pinned(int8_linear="int8_per_token"):  # which can, not which pay here
-            everything(everything(copy.deepcopy(graph_module)), reverse=True)
-        linears = list(everything.report.changed) if everything.report else []
-        if not linears:
+        kept = _fewest_kept(graph_module, inputs, min_cosine, held_out, torch.float32)
+        if kept is None:
             raise ValueError(
-                "no Linear in this graph can be quantized to int8 here (float32 weights on the CPU, "
-                "and a CPU with VNNI or AMX, where aten._int_mm is fast)"
+                "no Linear in this graph goes int8 here (float32 weights on the CPU, and an int8 "
+                "kernel this CPU runs faster than float32: see QuantizeLinearsInt8's choices)"
             )
-        return cls(fewest_kept(Calibration(graph_module, linears, inputs), min_cosine, held_out))
+        return cls(kept)
+
+
+def _fewest_kept(
+    graph_module: GraphModule,
+    inputs: Inputs,
+    min_cosine: float,
+    held_out: Sequence[Inputs],
+    compare_with: torch.dtype,
+) -> list[str] | None:
+    """QuantizeLinearsInt8.calibrated's choice; None if no Linear goes int8 here."""
+    # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
+    probe = QuantizeLinearsInt8(compare_with=compare_with)
+    probe(copy.deepcopy(graph_module))
+    choices = probe.report.choices if probe.report else []
+    picked = {choice.node: choice.picked for choice in choices if choice.picked != "float32"}
+    if not picked:
+        return None
+    return fewest_kept(Calibration(graph_module, picked, inputs), min_cosine, held_out)
+
+
+def int8_kernel_available() -> bool:
+    """Whether any int8 kernel QuantizeLinearsInt8 may choose runs fast on this CPU and torch."""
+    candidates = kernels.KERNELS["int8_linear"]
+    return any(kernel.available() for name, kernel in candidates.items() if name != "float32")
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):

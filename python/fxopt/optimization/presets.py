@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from .. import _core
 from .. import optimization as optimization_module
 from . import hardware, passes
 from ..engine.tensor_ops import dtype_name
+from ..tracing.dummy_inputs import Inputs
 from .builtin import BuiltinTransformation
 from .compose import ComposeTransformation, compose
 from .transformation import Transformation
@@ -184,14 +185,27 @@ def _default() -> list[str]:
     ]
 
 
+FAST_INT8_COSINE = 0.9995
+"""The bound `fast`'s int8 Linears are calibrated to: half of the preset's distance to 1 (its
+0.999), the other half left to the bfloat16 Linears that follow."""
+
+
 def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
-    passes = [name for name in _default() if name != "FuseLinearActivationOneDnn"]
-    passes += approximations  # before the oneDNN fusion, which hides activations inside Linears
-    if hardware.fast_bfloat16_cpu():
-        passes.append("ChangePrecision(dtype=bfloat16)")
+    specs = [name for name in _default() if name != "FuseLinearActivationOneDnn"]
+    specs += approximations  # before the oneDNN fusion, which hides activations inside Linears
+    lowered = hardware.fast_bfloat16_cpu()
+    if passes.int8_kernel_available():
+        # Only with calibration inputs (fxopt.optimize(..., calibration=)); before the lowering,
+        # which takes the Linears int8 leaves, and timed against what the lowering makes.
+        specs.append(
+            f"QuantizeLinearsInt8(calibrate=True, min_cosine={FAST_INT8_COSINE}, "
+            f"compare_with={'bfloat16' if lowered else 'float32'})"
+        )
+    if lowered:
+        specs.append("ChangePrecision(dtype=bfloat16)")
     if hardware.onednn_linear_available():
-        passes.append("FuseLinearActivationOneDnn")  # after the lowering: fuses bfloat16 Linears
-    return passes
+        specs.append("FuseLinearActivationOneDnn")  # after the lowering: fuses bfloat16 Linears
+    return specs
 
 
 def _decode(bits: int = 8) -> list[str]:
@@ -308,15 +322,47 @@ def warn_machine_note(name: str) -> None:
         warnings.warn(note, PresetWarning, stacklevel=3)
 
 
-def preset(name: str, *, inplace: bool = False) -> Transformation:
+def calibrates(name: str) -> bool:
+    """Whether preset `name` has passes that calibrate on real inputs on this machine."""
+    return any(spec.startswith("QuantizeLinearsInt8(calibrate=True") for spec in preset_passes(name))
+
+
+_warned_uncalibrated: set[str] = set()
+
+
+def warn_uncalibrated(name: str) -> None:
+    """Warns, once per process and preset, that preset `name` ran without calibration inputs
+    where it would use them."""
+    if name in _warned_uncalibrated or not calibrates(name):
+        return
+    _warned_uncalibrated.add(name)
+    warnings.warn(
+        f"preset '{name}' got no calibration inputs, so it put no Linear in int8 (int8 error "
+        "depends on real activations) and its accuracy was checked on generated inputs only; "
+        "pass calibration=<a real input batch> for int8 where it keeps the bound",
+        PresetWarning,
+        stacklevel=3,
+    )
+
+
+def preset(
+    name: str, *, inplace: bool = False, calibration: Inputs | None = None, held_out: Sequence[Inputs] = ()
+) -> Transformation:
     """Preset `name` as one transformation (a `compose` of its passes on this machine).
 
     With ``inplace=False`` (the default) applying it returns a new GraphModule and leaves the
     input as it was; the result can be reversed with ``reverse=True``. A preset that runs
-    differently on this machine says so once, as a :class:`PresetWarning`.
+    differently on this machine says so once, as a :class:`PresetWarning`. `calibration` (and
+    the `held_out` batches its bound must hold on too) go to the passes that calibrate on real
+    inputs (``fast``'s int8 Linears); without them those passes skip, saying why.
     """
     warn_machine_note(name)
-    return compose(*build_all(preset_passes(name)), inplace=inplace)
+    transformations = build_all(preset_passes(name))
+    if calibration is not None:
+        for transformation in transformations:
+            if isinstance(transformation, passes.QuantizeLinearsInt8):
+                transformation.calibrate_on(calibration, held_out)
+    return compose(*transformations, inplace=inplace)
 
 
 def split_specs(text: str) -> list[str]:

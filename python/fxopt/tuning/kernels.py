@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
+from ..runtime import dynamic_int8
 
 _WEIGHTS = TorchTensorOps()
 """Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
@@ -118,19 +120,41 @@ def _onednn_linear(fused: bool) -> Builder:
     return build
 
 
-def _int8_per_token(problem: Problem) -> Callable[[], object]:
-    """The chain QuantizeLinearsInt8 emits (cpp/passes/quantize_linears_int8.h), in ATen."""
-    o = _linear_operands(problem)
-    values, scales = _WEIGHTS.quantize_rows_int8(o.weight)
+def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The Linear QuantizeLinearsInt8 makes of `weight` and `bias` with `kernel`
+    (cpp/passes/quantize_linears_int8.h), as a function of x: the weight quantized as the pass
+    quantizes it, the activations at run time as the graph does. Calibration runs it to see the
+    error each Linear will have; timing runs it to see its speed."""
+    values, scales = _WEIGHTS.quantize_rows_int8(weight)
+    if kernel != "int8_per_token":
+        engine = kernel.removeprefix("int8_")
+        return lambda x: dynamic_int8.dynamic_int8_linear(x, values, scales, bias, engine)
     packed = values.t().contiguous()
 
-    def run() -> object:
-        token_scale = (o.x.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-        q = (o.x / token_scale).round().to(torch.int8)
+    def per_token(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        token_scale = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+        q = (flat / token_scale).round().to(torch.int8)
         y = torch._int_mm(q, packed) * token_scale * scales
-        return y if o.bias is None else y + o.bias
+        y = y if bias is None else y + bias
+        return y.reshape(*x.shape[:-1], y.shape[-1])
 
-    return run
+    return per_token
+
+
+def _int8_kernel(kernel: str) -> Builder:
+    """`kernel` on float32 weights; in a lower-precision problem, with the casts of its input to
+    float32 and of its result back, which the graph then has around it (ChangePrecision)."""
+
+    def build(problem: Problem) -> Callable[[], object]:
+        o = _linear_operands(replace(problem, dtype="float32"))
+        run = int8_linear(kernel, o.weight, o.bias)
+        if problem.dtype == "float32":
+            return lambda: run(o.x)
+        x = o.x.to(getattr(torch, problem.dtype))
+        return lambda: run(x.float()).to(x.dtype)
+
+    return build
 
 
 def _float32_linear(problem: Problem) -> Callable[[], object]:
@@ -160,6 +184,9 @@ register("linear", "aten", _always, _aten_linear)
 register("linear", "onednn", hardware.onednn_linear_available, _onednn_linear(fused=False))
 register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_linear(fused=True))
 register("int8_linear", "float32", _always, _aten_linear)
-register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_per_token)
+register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))
+for _engine in dynamic_int8.ENGINES:
+    _name = f"int8_{_engine}"
+    register("int8_linear", _name, partial(dynamic_int8.available, _engine), _int8_kernel(_name))
 register("int8_weight_only", "float32", _always, _float32_linear)
 register("int8_weight_only", "int8_weight_only", _has_int8_weight_kernel, _int8_weight_only)
