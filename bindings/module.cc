@@ -160,7 +160,7 @@ NB_MODULE(_core, m) {
   m.def("passes", &all_passes, nb::rv_policy::reference, "The registry, in its order.");
 
   // Addresses, not tensors: the engine has no torch headers, and converting four tensors
-  // through DLPack would cost more than a decoding step's kernel (fxopt/engine/int8_weight_linear.py
+  // through DLPack would cost more than a decoding step's kernel (fxopt/runtime/int8_weight_linear.py
   // checks the tensors and passes their data_ptr()).
   m.def(
       "int8_weight_mm",

@@ -16,7 +16,7 @@ const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
 // fxopt's own kernel (kernels/int8_weight_mm.h) through its Python wrapper.
-const Symbol kOwnInt8Mm = Symbol::intern("fxopt.engine.int8_weight_linear.int8_weight_linear");
+const Symbol kOwnInt8Mm = Symbol::intern("fxopt.runtime.int8_weight_linear.int8_weight_linear");
 
 const char* const kWhat = "weight-only quantized Linear";
 

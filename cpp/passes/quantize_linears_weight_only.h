@@ -28,7 +28,7 @@
 // an option, and the decode preset picks bfloat16 only where the CPU has it natively.
 // Kernel choice (tuning/chooser.h), per 8-bit Linear: "float32" (leave it), "int8_weight_only"
 // (the chain above) or "fxopt_int8": fxopt's own kernel (kernels/int8_weight_mm.h, called as
-// fxopt.engine.int8_weight_linear.int8_weight_linear(%x, %w_int8, %w_scale) in place of the
+// fxopt.runtime.int8_weight_linear.int8_weight_linear(%x, %w_int8, %w_scale) in place of the
 // reshapes and _weight_int8pack_mm) with float32 activations and scales, so without the casts,
 // on x of any rank; it streams the int8 weight at float32's memory
 // speed (3.8-5.0x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.8-2.3x).

@@ -100,7 +100,7 @@ TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndRev
 
   OwnKernelChooser chooser;
   ASSERT_EQ(apply("bfloat16", false, 8, chooser).changed.size(), 1u);
-  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.engine.int8_weight_linear.int8_weight_linear"),
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int8_weight_linear.int8_weight_linear"),
             1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 0u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32 throughout

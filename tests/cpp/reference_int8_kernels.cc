@@ -167,7 +167,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   add("fxopt.runtime.dynamic_int8.dynamic_int8_linear", dynamic_int8_linear);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
-  add("fxopt.engine.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
+  add("fxopt.runtime.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

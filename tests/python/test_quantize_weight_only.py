@@ -75,7 +75,7 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
 
 
 def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
-    from fxopt.engine.int8_weight_linear import int8_weight_linear
+    from fxopt.runtime.int8_weight_linear import int8_weight_linear
 
     weight, scales = torch.ones(4, 8, dtype=torch.int8), torch.ones(4)
     torch.testing.assert_close(int8_weight_linear(torch.ones(3, 2, 8), weight, scales), torch.full((3, 2, 4), 8.0))

@@ -428,7 +428,7 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
 
     Kernels for 8 bits, chosen per Linear by measurement (fxopt.tuning): ATen's
     ``_weight_int8pack_mm`` (activations cast to `activation`) or fxopt's own
-    (``fxopt.engine.int8_weight_linear``: float32 activations, no casts). Measured on an Intel
+    (``fxopt.runtime.int8_weight_linear``: float32 activations, no casts). Measured on an Intel
     Xeon with AVX512-BF16 and AMX (one thread, one token, weights not in cache as inside a
     model): ATen's 1.8-2.3x faster than a float32 Linear with bfloat16 activations and 4-5x
     slower with float32 ones (:func:`weight_only_activation` is where that dtype is chosen);

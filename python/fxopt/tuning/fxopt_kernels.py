@@ -1,7 +1,7 @@
 """Candidates that run fxopt's own kernels (cpp/kernels/), registered like those of kernels.py.
 
 `fxopt_int8` for a weight-only int8 Linear: float32 activations times int8 weight rows
-(kernels/int8_weight_mm.h through engine/int8_weight_linear.py), which QuantizeLinearsWeightOnly
+(kernels/int8_weight_mm.h through runtime/int8_weight_linear.py), which QuantizeLinearsWeightOnly
 emits where it measures fastest.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..engine.int8_weight_linear import int8_weight_linear
+from ..runtime.int8_weight_linear import int8_weight_linear
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
 from .kernels import Problem, register
