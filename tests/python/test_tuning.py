@@ -230,3 +230,15 @@ def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
         assert product in out.code
         torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
         assert pass_(out, reverse=True).code == gm.code
+
+
+def test_a_rewrite_is_preferred_by_measurement_once_per_key(measuring, monkeypatch):
+    """optimize_model's verdict per block (graph or the block's own forward) follows the chooser's
+    rules: timed once, cached, and the rewrite only where it is MARGIN faster."""
+    timed = fake_timings(monkeypatch, {"rewritten": 0.5, "unchanged": 1.0})
+    assert measuring.prefers_rewrite("block", lambda: None, lambda: None)
+    assert measuring.prefers_rewrite("block", lambda: None, lambda: None) and len(timed) == 1
+    fake_timings(monkeypatch, {"rewritten": 0.99, "unchanged": 1.0})
+    assert not measuring.prefers_rewrite("another block", lambda: None, lambda: None)
+    monkeypatch.setattr(measuring, "mode", "static")
+    assert measuring.prefers_rewrite("another block", lambda: None, lambda: None)

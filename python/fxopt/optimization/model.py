@@ -9,8 +9,8 @@ own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized o
 rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
 graph then serves every sequence and cache length, so decoding never retraces. Each graph is
 timed against the block's own forward on that first input (on a cold cache, as inside the
-model: `fxopt.tuning.measure`) and kept only if faster: which form of a Linear wins depends on
-the CPU and the number of tokens.
+model: `fxopt.tuning.measure`; the verdict cached like a kernel choice) and kept only if faster:
+which form of a Linear wins depends on the CPU and the number of tokens.
 
 The graphs are not registered as submodules, so `state_dict`, `save_pretrained` and
 `parameters()` see the original modules and weights, which no pass changes (passes are
@@ -20,7 +20,9 @@ copy-on-write). `restore_model` drops the graphs and gives the original forwards
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
+import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -29,9 +31,9 @@ from torch import nn
 from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
+from .. import tuning
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
-from ..tuning.measure import best_times
 from .presets import preset as build_preset
 from .transformation import Transformation
 
@@ -92,14 +94,20 @@ class OptimizedForward:
         # The forward itself: nn.Module.__call__'s hook handling costs more than a decoding
         # step's small graphs save, and nobody can register hooks on these private graphs.
         run = optimized.forward
-        with torch.no_grad():
-            times = best_times({"graph": lambda: run(x), "original": lambda: self.original(x)})
-        return run if times["graph"] < times["original"] else self.original
+        # Timed once per machine, block code and input shape (the chooser's cache).
+        codes = [_digest(self.traced_code), _digest(optimized.code)]
+        key = json.dumps(["optimize_model", *codes, list(x.shape), str(x.dtype)])
+        faster = tuning.current().prefers_rewrite(key, lambda: run(x), lambda: self.original(x))
+        return run if faster else self.original
 
 
 def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
     rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
     return x.dim(), x.dtype, rows <= FEW_ROWS
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha1(code.encode()).hexdigest()[:16]
 
 
 def _same(a: Any, b: Any) -> bool:
