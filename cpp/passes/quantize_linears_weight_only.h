@@ -31,7 +31,7 @@
 // fxopt.runtime.int8_weight_linear.int8_weight_linear(%x, %w_int8, %w_scale) in place of the
 // reshapes and _weight_int8pack_mm) with float32 activations and scales, so without the casts,
 // on x of any rank; it streams the int8 weight at float32's memory
-// speed (3.8-5.0x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.8-2.3x).
+// speed (3-5x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.7-2.3x).
 // Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only". 4 bits is
 // asked for by name and not chosen.
 //

@@ -432,7 +432,7 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
     Xeon with AVX512-BF16 and AMX (one thread, one token, weights not in cache as inside a
     model): ATen's 1.8-2.3x faster than a float32 Linear with bfloat16 activations and 4-5x
     slower with float32 ones (:func:`weight_only_activation` is where that dtype is chosen);
-    fxopt's 3.8-5.0x faster. Skipped, with the reason: non-float32 or non-CPU weights, inputs of
+    fxopt's 3-5x faster. Skipped, with the reason: non-float32 or non-CPU weights, inputs of
     unknown rank.
     """
 
