@@ -57,6 +57,9 @@ class PyTensorOps final : public TensorOps {
     return call("full", shape, value, like);
   }
   TensorInfo clone(const TensorInfo& a) override { return call("clone", a); }
+  TensorInfo from_values(const std::vector<double>& values, const TensorInfo& like) override {
+    return call("from_values", values, like);
+  }
   TensorInfo channels_last(const TensorInfo& a) override { return call("channels_last", a); }
   QuantizedRows quantize_rows_int8(const TensorInfo& a) override {
     nb::gil_scoped_acquire gil;

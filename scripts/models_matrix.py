@@ -146,9 +146,7 @@ def _matrix(rows: list[tuple[str, CoverageResult]]) -> str:
 
 
 def _mode(result: CoverageResult) -> str:
-    if result.mode is None:
-        return "—"
-    return result.mode if result.dynamic else f"{result.mode} (static)"
+    return result.mode or "—"
 
 
 def _nodes(result: CoverageResult) -> str:
@@ -211,8 +209,6 @@ def _tracing_notes(rows: list[tuple[Architecture, CoverageResult]]) -> str:
                 for dim, size in dims.items()
             )
             details.append(f"export fixed {sizes}")
-        if not architecture.dynamic:
-            details.append(f"traced with `dynamic=False`: {architecture.static_reason}")
         if details:
             notes.append(f"- **{result.name}**: " + "; ".join(details) + ".")
     return "## Tracing notes\n\n" + "\n".join(notes) + "\n"

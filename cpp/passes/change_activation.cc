@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "ops/activation.h"
-#include "rewrite/capture.h"
+#include "rewrite/recorded_call.h"
 
 namespace fxopt {
 namespace {
@@ -42,30 +42,18 @@ void ChangeActivation::rewrite(PassContext& ctx, Node* node) const {
   if (act->in_place && act->input->users().size() > 1)
     return ctx.skip(*node, "works in place on a value other nodes read");
   Node* inputs[] = {act->input};
-  std::optional<Arg> args = capture_value(Tuple{node->args()}, inputs);
-  std::optional<Arg> kwargs = capture_value(node->kwargs(), inputs);
-  if (!args || !kwargs) return ctx.skip(*node, "reads values a reversal record cannot hold");
-
-  Record record;
-  record.set("kind", std::string(kind_name(node->kind())))
-      .set("target", node->target().str())
-      .set("args", std::move(*args))
-      .set("kwargs", std::move(*kwargs));
+  std::optional<Record> record = record_call(*node, inputs);
+  if (!record) return ctx.skip(*node, "reads values a reversal record cannot hold");
   ActivationCall call = activation_call(target_, act->input, act->aten);
   ctx.rewriter.set_target(node, call.kind, call.target);
   ctx.rewriter.set_inputs(node, std::move(call.args), std::move(call.kwargs));
-  set_reversal_record(ctx.rewriter, node, ctx.signature, record);
+  set_reversal_record(ctx.rewriter, node, ctx.signature, *record);
   ctx.changed(node);
 }
 
 void ChangeActivation::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
-  NodeKind kind = record.at("kind").kind();
-  Symbol target = Symbol::intern(record.at("target").text());
   Node* inputs[] = {data_operand(*node)};
-  auto [args, kwargs] =
-      rebuild_inputs(ctx.rewriter, node, record.at("args"), record.at("kwargs"), inputs);
-  ctx.rewriter.set_target(node, kind, target);
-  ctx.rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+  restore_call(ctx.rewriter, node, record, inputs);
   ctx.restored(node);
 }
 

@@ -11,7 +11,7 @@
 // skipped); an in-place one (nn.ReLU(inplace=True)) only when nothing else reads its input,
 // since the replacement leaves its input alone.
 // Reverse restores the node's original kind, target and operands from its record, which holds
-// them with the data operand as a parameter (rewrite/capture.h).
+// them with the data operand as a parameter (rewrite/recorded_call.h).
 #pragma once
 
 #include <string>

@@ -58,7 +58,10 @@ const Symbol kOutput = Symbol::intern("output");
 // this pass does not lower; what they read stays as it is.
 constexpr std::string_view kHigherOrderPrefix = "torch.ops.higher_order.";
 const Symbol kAssertMetadata = Symbol::intern("aten._assert_tensor_metadata.default");
-constexpr std::string_view kLowered = "lowered";  // record key of graph mode; value: what changed
+// The record of graph mode: what it lowered. Of operand mode: the replaced parameters
+// (kReplacedParams), if any, and the operands it cast, as (index, keyword) pairs.
+constexpr RecordKey<Arg> kLowered{"lowered"};
+constexpr RecordKey<Arg> kCasts{"casts"};
 
 // Graph mode needs the dtype of every graph input (torch.export, Dynamo and ShapeProp record
 // them); the dtypes of nodes earlier passes created follow from their inputs.
@@ -333,7 +336,7 @@ class GraphLowering {
   }
 
   void changed(Node* node, Arg what) {
-    set_reversal_record(rewriter_, node, ctx_.signature, Record().set(std::string(kLowered), what));
+    set_reversal_record(rewriter_, node, ctx_.signature, Record().set(kLowered, what));
     ctx_.changed(node);
   }
 
@@ -435,7 +438,7 @@ void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
     std::map<std::string, TensorInfo> low;
     for (const StoredParam& p : work->params->params)
       if (p.tensor) low[p.name] = ctx.tensors.cast(*p.tensor, dtype_);
-    record.set("params", replace_params(rewriter, *work->params, low, dtype_));
+    record.set(kReplacedParams, replace_params(rewriter, *work->params, low, dtype_));
   }
   bool aten = is_aten_call(*node);
   Node* first = operand_node(*node, work->operands.front());
@@ -447,7 +450,7 @@ void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
   }
   Node* back = insert_type_as(rewriter, node->next(), node, first, aten);
   rewriter.replace_all_uses(node, back, /*except=*/back);
-  record.set("casts", std::move(casts));
+  record.set(kCasts, std::move(casts));
   set_reversal_record(rewriter, node, ctx.signature, record);
   ctx.changed(node);
 }
@@ -459,9 +462,9 @@ void ChangePrecision::restore(PassContext& ctx, Node* node, const RecordReader& 
     if (!node->erased()) ctx.restored(node);
     return;
   }
-  if (std::optional<RecordField> params = record.find("params"))
+  if (std::optional<RecordField> params = record.find(kReplacedParams))
     restore_params(rewriter, node, *params);
-  for (const RecordField& entry : record.at("casts").items()) {
+  for (const RecordField& entry : record.get(kCasts).items()) {
     std::vector<RecordField> index_keyword = entry.items(2);
     int64_t index = index_keyword[0].integer();
     if (index < 0) index_keyword[0].fail("is not an operand position");

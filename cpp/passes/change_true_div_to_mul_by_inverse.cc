@@ -9,6 +9,10 @@
 namespace fxopt {
 namespace {
 
+// The record: the division's target and its divisor as written.
+constexpr RecordKey<Symbol> kTarget{"target"};
+constexpr RecordKey<Arg> kDivisor{"divisor"};
+
 // The smallest normal and largest finite value of the float type torch computes `node` in.
 // The division runs in the node's own dtype, so the divisor and its inverse must both be normal
 // there: 1 / 1e-39 is a fine double but inf in float32, and x * inf is not x / 1e-39. Unknown
@@ -50,7 +54,7 @@ void ChangeTrueDivToMulByInverse::rewrite(PassContext& ctx, Node* node) const {
                                                       : node->dtype()));
 
   Record record;
-  record.set("target", node->target().str()).set("divisor", divisor);
+  record.set(kTarget, node->target()).set(kDivisor, divisor);
   auto [args, kwargs] = div->divisor.write(*node, inverse);
   ctx.rewriter.set_target(node, div->kind, div->mul_target);
   ctx.rewriter.set_inputs(node, std::move(args), std::move(kwargs));
@@ -60,13 +64,13 @@ void ChangeTrueDivToMulByInverse::rewrite(PassContext& ctx, Node* node) const {
 
 void ChangeTrueDivToMulByInverse::restore(PassContext& ctx, Node* node,
                                           const RecordReader& record) const {
-  Symbol original = Symbol::intern(record.at("target").text());
+  Symbol original = record.get(kTarget);
   // The divisor went back where it came from: the forward view on the original target finds it.
   ctx.rewriter.set_target(node, node->kind(), original);
   std::string why_not;
   std::optional<ScalarDiv> div = as_scalar_div(*node, &why_not);
   if (!div) throw PassError(*node, "cannot restore the division: " + why_not);
-  auto [args, kwargs] = div->divisor.write(*node, record.at("divisor").value());
+  auto [args, kwargs] = div->divisor.write(*node, record.get(kDivisor).value());
   ctx.rewriter.set_inputs(node, std::move(args), std::move(kwargs));
   ctx.restored(node);
 }

@@ -17,13 +17,13 @@ void ConvWeightsChannelsLast::rewrite(PassContext& ctx, Node* node) const {
 
   std::map<std::string, TensorInfo> laid_out{{"weight", ctx.tensors.channels_last(conv->weight())}};
   Arg record = replace_params(ctx.rewriter, conv->params, laid_out, "channels_last");
-  set_reversal_record(ctx.rewriter, node, ctx.signature, Record().set("params", record));
+  set_reversal_record(ctx.rewriter, node, ctx.signature, Record().set(kReplacedParams, record));
   ctx.changed(node);
 }
 
 void ConvWeightsChannelsLast::restore(PassContext& ctx, Node* node,
                                       const RecordReader& record) const {
-  restore_params(ctx.rewriter, node, record.at("params"));
+  restore_params(ctx.rewriter, node, record.get(kReplacedParams));
   ctx.restored(node);
 }
 

@@ -7,6 +7,13 @@
 namespace fxopt {
 namespace {
 
+// The record: the op's replaced weight and bias (kReplacedParams), the batch norm as captured,
+// on which side of the op it was, and the op's other readers (of its output shape).
+constexpr RecordKey<Arg> kBatchNorm{"batch_norm"};
+constexpr RecordKey<std::string> kSide{"side"};
+constexpr RecordKey<std::vector<Node*>> kShapeReaders{"shape_readers"};
+constexpr std::string_view kAfter = "after", kBefore = "before";
+
 constexpr size_t kDataIndex = 0;
 constexpr std::string_view kDataKeyword = "input";
 
@@ -38,10 +45,10 @@ void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm
   Rewriter& rewriter = ctx.rewriter;
   // Reads of the op's output shape (the only users besides the batch norm a fold allows) keep
   // reading it; reverse must not move them to the rebuilt batch norm.
-  Tuple shape_readers;
+  std::vector<Node*> shape_readers;
   if (side == BatchNormSide::After)
     for (Node* user : op.node->users())
-      if (user != bn.node) shape_readers.items.emplace_back(user->name());
+      if (user != bn.node) shape_readers.push_back(user);
   if (side == BatchNormSide::After)
     rewriter.replace_all_uses(bn.result, op.node);
   else
@@ -50,33 +57,33 @@ void absorb_batch_norm(PassContext& ctx, const StoredParams& op, const BatchNorm
   Arg params =
       replace_params(rewriter, op, {{"weight", folded.weight}, {"bias", folded.bias}}, "fused");
   Record record;
-  record.set("params", std::move(params))
-      .set("batch_norm", std::move(captured))
-      .set("side", side == BatchNormSide::After ? "after" : "before")
-      .set("shape_readers", std::move(shape_readers));
+  record.set(kReplacedParams, std::move(params))
+      .set(kBatchNorm, std::move(captured))
+      .set(kSide, std::string(side == BatchNormSide::After ? kAfter : kBefore))
+      .set(kShapeReaders, std::move(shape_readers));
   set_reversal_record(rewriter, op.node, ctx.signature, record);
   ctx.changed(op.node);
 }
 
 void restore_batch_norm(PassContext& ctx, Node* op, const RecordReader& record) {
   Rewriter& rewriter = ctx.rewriter;
-  restore_params(rewriter, op, record.at("params"));
-  RecordField side = record.at("side");
-  if (side.text() == "after") {
-    std::vector<Node*> bn = rebuild_nodes(rewriter, op->next(), record.at("batch_norm"), {&op, 1});
+  restore_params(rewriter, op, record.get(kReplacedParams));
+  RecordField side = record.at(kSide);
+  if (side.text() == kAfter) {
+    std::vector<Node*> bn = rebuild_nodes(rewriter, op->next(), record.get(kBatchNorm), {&op, 1});
     rewriter.replace_all_uses(op, bn.back(), /*except=*/bn.front());
-    if (std::optional<RecordField> readers = record.find("shape_readers"))
-      for (const RecordField& name : readers->items()) {
-        Node* reader = name.node(rewriter.graph());
+    // Records written before shape readers were kept have none.
+    if (std::optional<std::vector<Node*>> readers = record.find(kShapeReaders, rewriter.graph()))
+      for (Node* reader : *readers) {
         Args args = reader->args();
         args.at(0) = op;
         rewriter.set_args(reader, std::move(args));
       }
-  } else if (side.text() == "before") {
+  } else if (side.text() == kBefore) {
     const Arg* data = op->input(kDataIndex, kDataKeyword);
     if (!data || !data->node()) throw PassError(*op, "its data operand is not a graph value");
     Node* input = data->node();
-    std::vector<Node*> bn = rebuild_nodes(rewriter, op, record.at("batch_norm"), {&input, 1});
+    std::vector<Node*> bn = rebuild_nodes(rewriter, op, record.get(kBatchNorm), {&input, 1});
     set_data_operand(rewriter, op, bn.back());
   } else {
     side.fail("is neither 'after' nor 'before'");

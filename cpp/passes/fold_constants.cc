@@ -6,12 +6,17 @@
 #include <unordered_map>
 
 #include "ops/effects.h"
-#include "rewrite/capture.h"
+#include "rewrite/recorded_call.h"
 
 namespace fxopt {
 namespace {
 
 constexpr int64_t kSmallBytes = 64 * 1024;
+
+// The record: the call (rewrite/recorded_call.h), then the operands it reads and the attribute
+// that stores its value.
+constexpr RecordKey<std::vector<Node*>> kOperands{"operands"};
+constexpr RecordKey<std::string> kAttribute{"attribute"};
 
 int64_t dtype_bytes(const std::string& dtype) {
   if (dtype == "float64" || dtype == "int64" || dtype == "complex64") return 8;
@@ -106,9 +111,8 @@ void FoldConstants::rewrite(PassContext& ctx, Node* node) const {
       std::ranges::any_of(node->users(), [&](Node* u) { return !constant_.contains(u); });
   if (!frontier) return;  // computed as part of the constant its users become
   std::vector<Node*> inputs = computed_operands(*node);
-  std::optional<Arg> args = capture_value(Tuple{node->args()}, inputs);
-  std::optional<Arg> kwargs = capture_value(node->kwargs(), inputs);
-  if (!args || !kwargs) return ctx.skip(*node, "reads values a reversal record cannot hold");
+  std::optional<Record> record = record_call(*node, inputs);
+  if (!record) return ctx.skip(*node, "reads values a reversal record cannot hold");
 
   // A fresh evaluator per frontier node keeps no tensor handles alive across the run's folds.
   Evaluator evaluator(ctx.rewriter.program(), ctx.tensors);
@@ -132,36 +136,19 @@ void FoldConstants::rewrite(PassContext& ctx, Node* node) const {
   stored.requires_grad = evaluator.read_requires_grad();
   std::string path = rewriter.unique_path("_folded_" + node->name());
   rewriter.set_attribute(path, stored);
-  Tuple operand_names;
-  for (Node* input : inputs) operand_names.items.push_back(input->name());
-
-  Record record;
-  record.set("kind", std::string(kind_name(node->kind())));
-  record.set("target", node->target().str());
-  record.set("args", std::move(*args));
-  record.set("kwargs", std::move(*kwargs));
-  record.set("operands", std::move(operand_names));
-  record.set("attribute", path);
+  record->set(kOperands, inputs).set(kAttribute, path);
   rewriter.set_inputs(node, {}, {});
   rewriter.set_target(node, NodeKind::GetAttr, Symbol::intern(path));
-  set_reversal_record(rewriter, node, ctx.signature, record);
+  set_reversal_record(rewriter, node, ctx.signature, *record);
   ctx.changed(node);
 }
 
 void FoldConstants::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  NodeKind kind = record.at("kind").kind();
-  Symbol target = Symbol::intern(record.at("target").text());
-  const std::string& path = record.at("attribute").text();
+  const std::string& path = record.get(kAttribute);
   if (node->kind() != NodeKind::GetAttr || node->target().str() != path)
     throw PassError(*node, "no longer reads the constant FoldConstants stored");
-  std::vector<Node*> inputs;
-  for (const RecordField& name : record.at("operands").items())
-    inputs.push_back(name.node(rewriter.graph()));
-  auto [args, kwargs] =
-      rebuild_inputs(rewriter, node, record.at("args"), record.at("kwargs"), inputs);
-  rewriter.set_target(node, kind, target);
-  rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+  restore_call(rewriter, node, record, record.get(kOperands, rewriter.graph()));
   rewriter.remove_attribute(path);
   ctx.restored(node);
 }

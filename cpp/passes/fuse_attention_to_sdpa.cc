@@ -8,6 +8,7 @@
 #include "ops/cast.h"
 #include "ops/matmul.h"
 #include "rewrite/capture.h"
+#include "rewrite/recorded_call.h"
 
 namespace fxopt {
 namespace {
@@ -23,6 +24,12 @@ constexpr std::string_view kMaskFill = "fill";    // a new where(condition, fill
 // How the SDPA key relates to the matmul's second operand.
 constexpr std::string_view kKeyGiven = "given";            // the model transposed k
 constexpr std::string_view kKeyTransposed = "transposed";  // a new transpose of that operand
+
+// The record: the SDPA call's original call (rewrite/recorded_call.h), the interior nodes it
+// absorbed (capture_runs), and the key's and the mask's forms above.
+constexpr RecordKey<Arg> kRuns{"runs"};
+constexpr RecordKey<std::string> kKey{"key"};
+constexpr RecordKey<std::string> kMask{"mask"};
 
 struct Match {
   Node* out = nullptr;            // the product with v; becomes the SDPA call
@@ -257,10 +264,8 @@ void FuseAttentionToSdpa::rewrite(PassContext& ctx, Node* node) const {
 
   std::vector<Node*> known = m.operands();
   std::optional<Arg> runs = capture_runs(program.graph, m.interior, known);
-  std::optional<Arg> args = capture_value(Tuple{node->args()}, known);
-  std::optional<Arg> kwargs = capture_value(node->kwargs(), known);
-  if (!runs || !args || !kwargs)
-    return ctx.skip(*node, "reads values a reversal record cannot hold");
+  std::optional<Record> record = record_call(*node, known);
+  if (!runs || !record) return ctx.skip(*node, "reads values a reversal record cannot hold");
 
   Rewriter& rewriter = ctx.rewriter;
   bool aten = is_aten_call(*node);
@@ -268,14 +273,9 @@ void FuseAttentionToSdpa::rewrite(PassContext& ctx, Node* node) const {
   Node* mask = m.mask;
   if (m.mask_form == kMaskCast) mask = insert_type_as(rewriter, node, m.mask, m.query, aten);
   if (m.mask_form == kMaskFill) mask = insert_additive_mask(rewriter, node, m.fill, aten);
-  Record record;
-  record.set("kind", std::string(kind_name(node->kind())))
-      .set("target", node->target().str())
-      .set("args", std::move(*args))
-      .set("kwargs", std::move(*kwargs))
-      .set("runs", std::move(*runs))
-      .set("key", std::string(m.key ? kKeyGiven : kKeyTransposed))
-      .set("mask", std::string(m.mask_form));
+  record->set(kRuns, std::move(*runs))
+      .set(kKey, std::string(m.key ? kKeyGiven : kKeyTransposed))
+      .set(kMask, std::string(m.mask_form));
 
   Call call = sdpa_call(m.query, key, m.value, mask, m.scale, aten);
   rewriter.set_target(node, call.kind, call.target);
@@ -283,7 +283,7 @@ void FuseAttentionToSdpa::rewrite(PassContext& ctx, Node* node) const {
   std::sort(m.interior.begin(), m.interior.end(),
             [&](Node* a, Node* b) { return program.graph.before(b, a); });
   for (Node* n : m.interior) rewriter.erase(n);
-  set_reversal_record(rewriter, node, ctx.signature, record);
+  set_reversal_record(rewriter, node, ctx.signature, *record);
   ctx.changed(node);
 }
 
@@ -291,9 +291,7 @@ void FuseAttentionToSdpa::restore(PassContext& ctx, Node* node, const RecordRead
   auto cannot = [&](const std::string& why) {
     return PassError(*node, "cannot restore the attention: " + why);
   };
-  NodeKind kind = record.at("kind").kind();
-  Symbol target = Symbol::intern(record.at("target").text());
-  RecordField key_field = record.at("key"), mask_field = record.at("mask");
+  RecordField key_field = record.at(kKey), mask_field = record.at(kMask);
   const std::string &key_form = key_field.text(), &mask_form = mask_field.text();
   if (key_form != kKeyGiven && key_form != kKeyTransposed)
     key_field.fail("is not a form of the key");
@@ -325,7 +323,7 @@ void FuseAttentionToSdpa::restore(PassContext& ctx, Node* node, const RecordRead
 
   Rewriter& rewriter = ctx.rewriter;
   const Graph& graph = rewriter.graph();
-  for (const RecordField& run : record.at("runs").items()) {
+  for (const RecordField& run : record.get(kRuns).items()) {
     std::vector<RecordField> fields = run.items(3);  // (anchor name, reads, nodes)
     Node* anchor = graph.find_by_name(fields[0].text());
     bool in_place = anchor && !anchor->erased() && (anchor == node || graph.before(anchor, node));
@@ -335,10 +333,7 @@ void FuseAttentionToSdpa::restore(PassContext& ctx, Node* node, const RecordRead
         rebuild_nodes(rewriter, in_place ? anchor : node, fields[2], known);
     known.insert(known.end(), rebuilt.begin(), rebuilt.end());
   }
-  auto [args, kwargs] =
-      rebuild_inputs(rewriter, node, record.at("args"), record.at("kwargs"), known);
-  rewriter.set_target(node, kind, target);
-  rewriter.set_inputs(node, std::move(args), std::move(kwargs));
+  restore_call(rewriter, node, record, known);
   for (Node* helper : made)
     if (helper->users().empty()) rewriter.erase(helper);
   ctx.restored(node);

@@ -13,6 +13,9 @@
 namespace fxopt {
 namespace {
 
+// The record: the Linear and activation nodes the fused call replaced, captured.
+constexpr RecordKey<Arg> kNodes{"nodes"};
+
 // How oneDNN's fused linear names a post-op.
 struct PostOp {
   std::string attr;
@@ -133,9 +136,7 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   rewriter.replace_all_uses(result, fused);
   for (auto it = pattern.rbegin(); it != pattern.rend(); ++it) rewriter.erase(*it);
 
-  Record record;
-  record.set("nodes", std::move(*captured));
-  set_reversal_record(rewriter, fused, ctx.signature, record);
+  set_reversal_record(rewriter, fused, ctx.signature, Record().set(kNodes, std::move(*captured)));
   ctx.changed(fused);
 }
 
@@ -145,7 +146,7 @@ void FuseLinearActivationOneDnn::restore(PassContext& ctx, Node* node,
   if (node->args().size() != 6 || !node->args()[0].node())
     throw PassError(*node, "is no longer the oneDNN linear this transformation made");
   Node* inputs[] = {node->args()[0].node()};
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.get(kNodes), inputs);
   std::vector<Node*> reads;
   for (size_t i : {1, 2})
     if (Node* read = node->args()[i].node()) reads.push_back(read);

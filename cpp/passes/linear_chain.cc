@@ -9,6 +9,13 @@ const Symbol kReshape = Symbol::intern("aten.reshape.default");
 
 namespace {
 const Symbol kAdd = Symbol::intern("aten.add.Tensor");
+
+// The record (besides the pass's own fields): the Linear, captured; whether x was flattened and
+// the Linear had a bias (the chain's shape); the attributes the pass stored.
+constexpr RecordKey<Arg> kNodes{"nodes"};
+constexpr RecordKey<bool> kFlattened{"flattened"};
+constexpr RecordKey<bool> kBias{"bias"};
+constexpr RecordKey<std::vector<std::string>> kAttributes{"attributes"};
 }  // namespace
 
 std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
@@ -22,7 +29,10 @@ std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node
     return ctx.skip(*node, "its weight is on " + view->device() + "; " + std::string(kernel) +
                                " is CPU-only"),
            std::nullopt;
+  // A Linear keeps its input's rank: its own recorded one stands in where an earlier pass made
+  // the input (whose sizes fx recorded nothing of).
   std::optional<int> rank = view->input->rank();
+  if (!rank) rank = node->rank();
   if (!rank || *rank < 1)
     return ctx.skip(*node,
                     "the rank of its input is not known (symbolic traces record it once "
@@ -54,18 +64,16 @@ Node* replace_linear(PassContext& ctx, const LinearView& view, Node* node, Node*
   Node* weight_read = view.weight_node;
   rewriter.replace_and_erase(node, y);
   if (weight_read) rewriter.erase_if_unused_read(weight_read);
-  record.set("nodes", std::move(captured));
-  record.set("flattened", ends.flattened);
-  record.set("bias", ends.bias_added);
-  Tuple paths;
-  for (std::string& path : attributes) paths.items.push_back(std::move(path));
-  record.set("attributes", std::move(paths));
+  record.set(kNodes, std::move(captured));
+  record.set(kFlattened, ends.flattened);
+  record.set(kBias, ends.bias_added);
+  record.set(kAttributes, std::move(attributes));
   set_reversal_record(rewriter, y, ctx.signature, record);
   ctx.changed(y);
   return y;
 }
 
-bool linear_chain_flattened(const RecordReader& record) { return record.at("flattened").boolean(); }
+bool linear_chain_flattened(const RecordReader& record) { return record.get(kFlattened); }
 
 Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& record) {
   Node* y = node;
@@ -76,17 +84,16 @@ Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& r
     for (const Arg& size : *sizes)
       if (Node* read = size.node()) walk.operand(read, kSymSize, 0);
   }
-  if (record.at("bias").boolean()) y = walk.operand(y, kAdd, 0);
+  if (record.get(kBias)) y = walk.operand(y, kAdd, 0);
   return y;
 }
 
 void restore_linear_chain(PassContext& ctx, ChainWalker& walk, Node* node, Node* x,
                           const RecordReader& record) {
   Rewriter& rewriter = ctx.rewriter;
-  std::vector<std::string> attributes;  // the quantized weight and its scales
-  for (const RecordField& path : record.at("attributes").items()) attributes.push_back(path.text());
+  std::vector<std::string> attributes = record.get(kAttributes);  // the quantized weight, scales
   Node* inputs[] = {x};
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.get(kNodes), inputs);
   rewriter.replace_all_uses(node, rebuilt.back());
   walk.erase(rewriter);
   for (const std::string& path : attributes) rewriter.remove_attribute(path);

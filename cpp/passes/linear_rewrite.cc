@@ -6,6 +6,17 @@
 namespace fxopt {
 namespace {
 
+// The fields `describe` adds to a pass's record (prefixed: the pass adds its own).
+constexpr RecordKey<NodeKind> kKind{"linear.kind"};
+constexpr RecordKey<Symbol> kTarget{"linear.target"};
+constexpr RecordKey<Arg> kArgs{"linear.args"};      // node references blanked
+constexpr RecordKey<Arg> kKwargs{"linear.kwargs"};  // likewise
+constexpr RecordKey<Arg> kWeight{"linear.weight"};  // where the weight was stored (stored_at)
+constexpr RecordKey<Arg> kBias{"linear.bias"};      // likewise
+constexpr RecordKey<bool> kHasBias{"linear.has_bias"};
+// The other paths each tensor was stored at: (weight's, bias's); absent in older records.
+constexpr RecordKey<Arg> kTies{"linear.ties"};
+
 std::string join(const std::string& scope, const std::string& name) {
   return scope.empty() ? name : scope + "." + name;
 }
@@ -191,7 +202,7 @@ Tuple tie_paths(const TiedTensors& tied, const LinearView& view, const TensorInf
 
 // The tied paths recorded for tensor `index` (0 weight, 1 bias); none in older records.
 std::vector<std::string> recorded_ties(const RecordReader& record, size_t index) {
-  std::optional<RecordField> ties = record.find("linear.ties");
+  std::optional<RecordField> ties = record.find(kTies);
   if (!ties) return {};
   std::vector<std::string> out;
   for (const RecordField& path : ties->items(2)[index].items()) out.push_back(path.text());
@@ -205,27 +216,27 @@ void describe(const LinearView& view, const TiedTensors& tied, Record& record) {
   for (const Arg& a : view.node->args()) args.items.push_back(blank(a));
   Dict kwargs;
   for (const auto& [key, a] : view.node->kwargs().items) kwargs.items.emplace_back(key, blank(a));
-  record.set("linear.kind", std::string(kind_name(view.node->kind())))
-      .set("linear.target", view.node->target().str())
-      .set("linear.args", std::move(args))
-      .set("linear.kwargs", std::move(kwargs))
-      .set("linear.weight", stored_at(view.weight_node))
-      .set("linear.bias", stored_at(view.bias_node))
-      .set("linear.has_bias", view.has_bias())
-      .set("linear.ties", Tuple{{tie_paths(tied, view, view.weight, view.weight_node, "weight"),
-                                 tie_paths(tied, view, view.bias, view.bias_node, "bias")}});
+  record.set(kKind, view.node->kind())
+      .set(kTarget, view.node->target())
+      .set(kArgs, std::move(args))
+      .set(kKwargs, std::move(kwargs))
+      .set(kWeight, stored_at(view.weight_node))
+      .set(kBias, stored_at(view.bias_node))
+      .set(kHasBias, view.has_bias())
+      .set(kTies, Tuple{{tie_paths(tied, view, view.weight, view.weight_node, "weight"),
+                         tie_paths(tied, view, view.bias, view.bias_node, "bias")}});
 }
 
-bool recorded_bias(const RecordReader& record) { return record.at("linear.has_bias").boolean(); }
+bool recorded_bias(const RecordReader& record) { return record.get(kHasBias); }
 
 void restore_linear(Rewriter& rewriter, Node* node, const RecordReader& record, Node* input,
                     const TensorInfo& computed_weight, const TensorInfo& computed_bias,
                     const LinearView& like) {
-  NodeKind kind = record.at("linear.kind").kind();
-  const std::string& target = record.at("linear.target").text();
+  NodeKind kind = record.get(kKind);
+  Symbol target = record.get(kTarget);
   Args args;
-  for (const RecordField& arg : record.at("linear.args").items()) args.push_back(arg.value());
-  Kwargs kwargs = record.at("linear.kwargs").dict();
+  for (const RecordField& arg : record.get(kArgs).items()) args.push_back(arg.value());
+  Kwargs kwargs = record.get(kKwargs).dict();
   if (kind != like.dialect->kind)
     throw PassError(*node,
                     "its Linear record does not match the dialect of '" + like.node->name() + "'");
@@ -237,16 +248,16 @@ void restore_linear(Rewriter& rewriter, Node* node, const RecordReader& record, 
 
   put(args, kwargs, kLinearInput, "input", input);
   if (kind == NodeKind::CallModule) {
-    rewriter.set_module(target, like.module(),
+    rewriter.set_module(target.str(), like.module(),
                         module_with(rewriter.program(), like.module(), weight, bias));
   } else {
     put(args, kwargs, kLinearWeight, "weight",
-        restore_stored(rewriter, node, record.at("linear.weight"), weight));
+        restore_stored(rewriter, node, record.get(kWeight), weight));
     if (bias.present())
       put(args, kwargs, kLinearBias, "bias",
-          restore_stored(rewriter, node, record.at("linear.bias"), bias));
+          restore_stored(rewriter, node, record.get(kBias), bias));
   }
-  rewriter.set_target(node, kind, Symbol::intern(target));
+  rewriter.set_target(node, kind, target);
   rewriter.set_inputs(node, std::move(args), std::move(kwargs));
 }
 

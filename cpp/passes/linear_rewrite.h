@@ -59,7 +59,8 @@ Node* create_ones_column(Rewriter& rewriter, const LinearView& like, Node* ancho
 // x if `node` is a ones column of x in `like`'s dialect, else nullptr.
 Node* ones_column_source(const LinearView& like, const Node& node);
 
-// Writes how the Linear is spelled into `record` (keys "linear.*"), and where else its tensors
+// Writes how the Linear is spelled into `record` (keys "linear.*": a pass's own fields are
+// named otherwise), and where else its tensors
 // were stored (ops/tied_tensors.h).
 void describe(const LinearView& view, const TiedTensors& tied, Record& record);
 // True if the described Linear had a bias.

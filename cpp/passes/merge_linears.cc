@@ -9,6 +9,11 @@
 namespace fxopt {
 namespace {
 
+// The record of each member: the Linear it was (passes/linear_rewrite.h) and its rows
+// [start, end) of the merged one.
+constexpr RecordKey<int64_t> kStart{"start"};
+constexpr RecordKey<int64_t> kEnd{"end"};
+
 // What members of one merged Linear must share, besides input and spelling.
 auto group_key(const LinearView& v) {
   const TensorInfo& bias = v.has_bias() ? v.bias : v.weight;  // a zero bias is stored like W
@@ -136,7 +141,7 @@ void MergeLinears::rewrite(PassContext& ctx, Node* node) const {
       int64_t end = start + member.out_features;
       Record record;
       describe(member, *tied_, record);
-      record.set("start", start).set("end", end);
+      record.set(kStart, start).set(kEnd, end);
       make_slice(ctx.rewriter, first, member.node, merged, start, end);
       set_reversal_record(ctx.rewriter, member.node, ctx.signature, record);
       ctx.changed(member.node);
@@ -153,7 +158,7 @@ void MergeLinears::restore(PassContext& ctx, Node* node, const RecordReader& rec
   std::optional<LinearView> merged =
       source ? as_linear(ctx.rewriter.program(), *source) : std::nullopt;
   if (!merged) throw PassError(*node, "is no longer a slice of a merged Linear");
-  int64_t start = record.at("start").integer(), end = record.at("end").integer();
+  int64_t start = record.get(kStart), end = record.get(kEnd);
   if (start < 0 || end <= start || end > merged->out_features)
     throw PassError(*node, "its rows do not fit the merged Linear '" + source->name() + "'");
   if (recorded_bias(record) && !merged->has_bias())

@@ -101,12 +101,12 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   if (!found) return;
   // A lowering that follows would lower the per-token chain's ATen ops (its scales) too; the
   // packed kernels' call it keeps in float32 (ops/dtype_flow.h).
-  std::vector<std::string> kernels = {"float32", kPerToken, kOneDnn, kFbgemm};
+  std::vector<std::string> kernels = {compare_with_, kPerToken, kOneDnn, kFbgemm};
   if (compare_with_ != "float32") kernels.erase(kernels.begin() + 1);
   ChoiceQuery query = linear_choice_query(found->view, "int8_linear", "none", kernels, 1);
   query.dtype = compare_with_;
   std::string kernel = ctx.choose(*node, query);
-  if (kernel == "float32")
+  if (kernel == compare_with_)
     return ctx.skip(*node, "the " + compare_with_ +
                                " Linear was measured faster here, or this CPU has no fast int8 "
                                "matmul (see the pass's choices)");

@@ -33,8 +33,9 @@
 // bfloat16 when a lowering follows; the query's dtype, so the int8 kernels are timed against
 // that Linear, with the casts to and from float32 they then need). Skips,
 // with the reason: Linears whose weight is not float32 or not on the CPU, inputs of unknown
-// rank. Candidates, in order: "float32" (leave it), "int8_per_token" (the static fallback),
-// "int8_onednn", "int8_fbgemm"; the Python chooser never offers a kernel this CPU and torch
+// rank. Candidates, in order: "float32" or "bfloat16" (leave it, as "compare_with" says it will
+// run), "int8_per_token" (the static fallback; not offered against bfloat16), "int8_onednn",
+// "int8_fbgemm"; the Python chooser never offers a kernel this CPU and torch
 // cannot run fast (aten._int_mm without VNNI or AMX, an engine torch lacks).
 #pragma once
 

@@ -10,6 +10,13 @@
 namespace fxopt {
 namespace {
 
+// The record: the product's nodes, captured; the values they read besides the input; the weight
+// attribute the Linear reads; the transposed copy of it the pass stored, if any.
+constexpr RecordKey<Arg> kNodes{"nodes"};
+constexpr RecordKey<std::vector<Node*>> kOutside{"outside"};
+constexpr RecordKey<std::string> kWeight{"weight"};
+constexpr RecordKey<std::optional<std::string>> kCreated{"created"};
+
 struct FlattenViews {
   Node* source;     // x, N-D
   Node* flatten;    // x.view(-1, in)
@@ -88,7 +95,7 @@ void RecognizeLinears::rewrite(PassContext& ctx, Node* node) const {
 
   Node* result = pattern.back();
   Node* weight = view->weight_read;
-  Arg created = None{};
+  std::optional<std::string> created;
   if (!view->transpose) {
     TensorInfo transposed =
         stored_like(ctx.tensors.transpose(view->stored_weight, 0, 1), view->stored_weight);
@@ -106,22 +113,19 @@ void RecognizeLinears::rewrite(PassContext& ctx, Node* node) const {
   for (auto it = pattern.rbegin(); it != pattern.rend(); ++it) rewriter.erase(*it);
   rewriter.erase_if_unused_read(view->weight_read);
 
-  Tuple outside;
-  for (size_t i = 1; i < inputs.size(); ++i) outside.items.push_back(inputs[i]->name());
   Record record;
-  record.set("nodes", std::move(*captured))
-      .set("outside", std::move(outside))
-      .set("weight", weight->target().str())
-      .set("created", std::move(created));
+  record.set(kNodes, std::move(*captured))
+      .set(kOutside, std::vector<Node*>(inputs.begin() + 1, inputs.end()))
+      .set(kWeight, weight->target().str())
+      .set(kCreated, std::move(created));
   set_reversal_record(rewriter, linear, ctx.signature, record);
   ctx.changed(linear);
 }
 
 void RecognizeLinears::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   Rewriter& rewriter = ctx.rewriter;
-  const std::string& weight_path = record.at("weight").text();
-  std::vector<RecordField> outside = record.at("outside").items();
-  const std::string* created = record.at("created").optional_text();
+  const std::string& weight_path = record.get(kWeight);
+  const std::string* created = record.get(kCreated);
   const Arg* input = node->input(0, "input");
   Node* weight = weight_read(*node);
   if (!input || !input->node())
@@ -132,8 +136,8 @@ void RecognizeLinears::restore(PassContext& ctx, Node* node, const RecordReader&
 
   // What the original product read besides the input.
   std::vector<Node*> inputs = {input->node()};
-  for (const RecordField& name : outside) inputs.push_back(name.node(rewriter.graph()));
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.at("nodes"), inputs);
+  for (Node* read : record.get(kOutside, rewriter.graph())) inputs.push_back(read);
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.get(kNodes), inputs);
   rewriter.replace_and_erase(node, rebuilt.back());
   rewriter.erase_if_unused_read(weight);
   if (created && rewriter.graph().find(NodeKind::GetAttr, Symbol::intern(*created)).empty())

@@ -18,6 +18,7 @@
 #include "passes/recognize_linears.h"
 #include "passes/remove_no_ops.h"
 #include "passes/remove_runtime_asserts.h"
+#include "passes/smooth_linear_inputs.h"
 
 namespace fxopt {
 namespace {
@@ -105,12 +106,16 @@ const std::vector<PassInfo>& all_passes() {
              string_option(o, "dtype"), *dtype_object,
              full && full->is<Dict>() ? full->as<Dict>() : Dict{});
        }},
+      {"SmoothLinearInputs",
+       "a Linear's input is divided per channel by factors its weight's columns are multiplied "
+       "by (SmoothQuant; for int8 activations)",
+       true, SmoothLinearInputs::from_options},
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
        true, FuseLinearActivationOneDnn::from_options},
       {"QuantizeLinearsInt8",
-       "float32 Linears become int8 matrix products with per-token activation and per-channel "
-       "weight scales (opt-in, CPU)",
+       "float32 Linears become int8 matrix products with activations quantized at run time "
+       "(per-token chain or torch's packed int8 GEMMs, measured; opt-in, CPU)",
        false, QuantizeLinearsInt8::from_options},
       {"QuantizeLinearsWeightOnly",
        "float32 Linears read an int8 copy of their weight (per-channel scales) through ATen's "

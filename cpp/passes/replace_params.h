@@ -20,6 +20,9 @@
 
 namespace fxopt {
 
+// The field of a pass's record that holds what `replace_params` returned.
+inline constexpr RecordKey<Arg> kReplacedParams{"params"};
+
 // Makes `params.node` compute with `tensors` (by param name) instead; the new module or
 // attributes are named after the old ones plus `suffix`. Every new tensor takes the parameter
 // flags (is_parameter, requires_grad) of the one it replaces, or of the weight when it replaces

@@ -11,6 +11,7 @@
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "ir/node.h"
@@ -31,6 +32,11 @@ std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature);
 // A record being written, in the order its fields are set.
 class Record {
  public:
+  // Passes write through their declared keys; the plain form is for the keys' own tests.
+  template <typename T>
+  Record& set(RecordKey<T> key, std::type_identity_t<T> value) {
+    return set(std::string(key.name), RecordValue<T>::write(std::move(value)));
+  }
   Record& set(std::string key, Arg value);
   Arg to_arg() const;
 

@@ -85,8 +85,10 @@ void guarded(const Node& node, F&& step) {
   }
 }
 
-constexpr std::string_view kRemovedKey = "removed";
-constexpr std::string_view kPlacedKey = "placed";
+// The output node's record: per run, the removals (rewrite/removal.h) and the placements
+// (rewrite/placement.h).
+constexpr RecordKey<Arg> kRemoved{"removed"};
+constexpr RecordKey<Arg> kPlaced{"placed"};
 
 Node* output_node(const Graph& graph) {
   Node* output = graph.last();
@@ -96,8 +98,7 @@ Node* output_node(const Graph& graph) {
 }
 
 // The runs recorded under `key`, one list per run; none if there is no such record.
-std::vector<RecordField> runs_under(const std::optional<RecordReader>& record,
-                                    std::string_view key) {
+std::vector<RecordField> runs_under(const std::optional<RecordReader>& record, RecordKey<Arg> key) {
   std::optional<RecordField> field = record ? record->find(key) : std::nullopt;
   return field ? field->items() : std::vector<RecordField>{};
 }
@@ -107,8 +108,8 @@ std::vector<RecordField> runs_under(const std::optional<RecordReader>& record,
 struct Runs {
   Runs(const Node& output, std::string_view signature)
       : record(reversal_record(output, signature)),
-        removed(runs_under(record, kRemovedKey)),
-        placed(runs_under(record, kPlacedKey)) {}
+        removed(runs_under(record, kRemoved)),
+        placed(runs_under(record, kPlaced)) {}
 
   const std::optional<RecordReader> record;  // what the fields below read
   const std::vector<RecordField> removed, placed;
@@ -128,10 +129,9 @@ struct Runs {
       all_removed.items.push_back(std::move(more->first));
       all_placed.items.push_back(std::move(more->second));
     }
-    set_reversal_record(ctx.rewriter, output, ctx.signature,
-                        Record()
-                            .set(std::string(kRemovedKey), std::move(all_removed))
-                            .set(std::string(kPlacedKey), std::move(all_placed)));
+    set_reversal_record(
+        ctx.rewriter, output, ctx.signature,
+        Record().set(kRemoved, std::move(all_removed)).set(kPlaced, std::move(all_placed)));
   }
 };
 
@@ -169,7 +169,7 @@ void run_forward(const Pass& pass, PassContext& ctx, const Program& program) {
 }
 
 bool is_run_record(const Node& node, const RecordReader& record) {
-  return node.kind() == NodeKind::Output && record.find(kRemovedKey);
+  return node.kind() == NodeKind::Output && record.find(kRemoved);
 }
 
 // Undoes the latest run recorded on the output node: its removals, last first, then its

@@ -82,6 +82,31 @@ const Dict& RecordField::dict() const {
   return value_->as<Dict>();
 }
 
+Arg RecordValue<std::vector<std::string>>::write(const std::vector<std::string>& texts) {
+  Tuple out;
+  for (const std::string& text : texts) out.items.emplace_back(text);
+  return out;
+}
+
+std::vector<std::string> RecordValue<std::vector<std::string>>::read(const RecordField& field) {
+  std::vector<std::string> out;
+  for (const RecordField& item : field.items()) out.push_back(item.text());
+  return out;
+}
+
+Arg RecordValue<std::vector<Node*>>::write(const std::vector<Node*>& nodes) {
+  Tuple out;
+  for (const Node* node : nodes) out.items.emplace_back(node->name());
+  return out;
+}
+
+std::vector<Node*> RecordValue<std::vector<Node*>>::read(const RecordField& field,
+                                                         const Graph& graph) {
+  std::vector<Node*> out;
+  for (const RecordField& item : field.items()) out.push_back(item.node(graph));
+  return out;
+}
+
 RecordReader::RecordReader(const Node& node, std::string_view name, Arg stored)
     : node_(&node), name_(name), stored_(std::move(stored)) {
   const std::vector<Arg>* entries = stored_.sequence();

@@ -1,4 +1,9 @@
-// Reading reversal records back, failing one way.
+// Reversal record fields: their typed keys, and reading them back, failing one way.
+//
+// A pass declares each field of its record once, as a RecordKey<T> (the key and the type of
+// its value), and both writes it (Record::set, rewrite/marks.h) and reads it back
+// (RecordReader::get / find) through that declaration, so no key is spelled twice and how each
+// type is stored is defined once, in RecordValue below.
 //
 // A record is a plain value a forward run left in node metadata (rewrite/marks.h); reverse reads
 // it in this session or a later one, after deep copies, save/load, or a user's own edits of
@@ -17,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -74,6 +80,71 @@ class RecordField {
   std::string path_;
 };
 
+// A field of a record: its key and the type of its value.
+template <typename T>
+struct RecordKey {
+  std::string_view name;
+};
+
+// How a value of type T is stored in a record (write) and read back from its field (read).
+template <typename T>
+struct RecordValue;
+
+template <>
+struct RecordValue<bool> {
+  static Arg write(bool value) { return value; }
+  static bool read(const RecordField& field) { return field.boolean(); }
+};
+template <>
+struct RecordValue<int64_t> {
+  static Arg write(int64_t value) { return value; }
+  static int64_t read(const RecordField& field) { return field.integer(); }
+};
+template <>
+struct RecordValue<std::string> {
+  static Arg write(std::string value) { return value; }
+  static const std::string& read(const RecordField& field) { return field.text(); }
+};
+// Text or None; read back as nullptr where None.
+template <>
+struct RecordValue<std::optional<std::string>> {
+  static Arg write(std::optional<std::string> value) {
+    return value ? Arg(std::move(*value)) : Arg(None{});
+  }
+  static const std::string* read(const RecordField& field) { return field.optional_text(); }
+};
+// A node kind, by its torch.fx name.
+template <>
+struct RecordValue<NodeKind> {
+  static Arg write(NodeKind kind) { return std::string(kind_name(kind)); }
+  static NodeKind read(const RecordField& field) { return field.kind(); }
+};
+// A target, by its qualified name.
+template <>
+struct RecordValue<Symbol> {
+  static Arg write(Symbol target) { return target.str(); }
+  static Symbol read(const RecordField& field) { return Symbol::intern(field.text()); }
+};
+// Paths (attributes a pass stored), as a tuple of text.
+template <>
+struct RecordValue<std::vector<std::string>> {
+  static Arg write(const std::vector<std::string>& texts);
+  static std::vector<std::string> read(const RecordField& field);
+};
+// Nodes, by name; read back as the live nodes of `graph`.
+template <>
+struct RecordValue<std::vector<Node*>> {
+  static Arg write(const std::vector<Node*>& nodes);
+  static std::vector<Node*> read(const RecordField& field, const Graph& graph);
+};
+// Any other value is stored as given and read by its own reader (captured nodes, replaced
+// parameters, a divisor kept verbatim): the field itself.
+template <>
+struct RecordValue<Arg> {
+  static Arg write(Arg value) { return value; }
+  static RecordField read(const RecordField& field) { return field; }
+};
+
 // The record stored on `node` under `name` (the transformation's signature), as (key, value)
 // pairs. Keeps its own copy of the value, so reverse may edit the node's metadata meanwhile;
 // `name` must outlive the reader and its fields (the signature does: it lives for the pass).
@@ -89,6 +160,25 @@ class RecordReader {
   RecordField at(std::string_view key) const;
   // The field under `key`, for fields only some records of a pass have.
   std::optional<RecordField> find(std::string_view key) const;
+
+  // The field itself, to fail on a value of the right type that is none a pass writes.
+  template <typename T>
+  RecordField at(RecordKey<T> key) const {
+    return at(key.name);
+  }
+  // The value of field `key`; `context` is what its RecordValue reads with (a graph for nodes).
+  template <typename T, typename... Context>
+  decltype(auto) get(RecordKey<T> key, const Context&... context) const {
+    return RecordValue<T>::read(at(key.name), context...);
+  }
+  // The value of field `key`, for fields only some records of a pass have.
+  template <typename T, typename... Context>
+  auto find(RecordKey<T> key, const Context&... context) const
+      -> std::optional<std::decay_t<decltype(RecordValue<T>::read(at(key.name), context...))>> {
+    if (std::optional<RecordField> field = find(key.name))
+      return RecordValue<T>::read(*field, context...);
+    return std::nullopt;
+  }
 
  private:
   const Node* node_;

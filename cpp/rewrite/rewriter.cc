@@ -111,6 +111,13 @@ void Rewriter::set_attribute(const std::string& path, TensorInfo tensor) {
 
 void Rewriter::remove_attribute(const std::string& path) {
   program_.attributes.erase(path);
+  // An attribute stored in a module is also one of that module's tensors as imported: a later
+  // copy of the module (a reverse rebuilding it) must not bring the removed tensor back.
+  size_t dot = path.rfind('.');
+  if (dot != std::string::npos) {
+    auto module = program_.modules.find(path.substr(0, dot));
+    if (module != program_.modules.end()) module->second.tensors.erase(path.substr(dot + 1));
+  }
   record(Edit::Kind::RemoveAttribute).name = path;
 }
 

@@ -30,6 +30,9 @@ class ReferenceTensorOps final : public TensorOps {
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override;
   TensorInfo full(const std::vector<int64_t>& shape, double value, const TensorInfo& like) override;
   TensorInfo clone(const TensorInfo& a) override;
+  TensorInfo from_values(const std::vector<double>& values, const TensorInfo& like) override {
+    return make({int64_t(values.size())}, values, like.dtype);
+  }
   // Layout is not modelled here: a plain copy.
   TensorInfo channels_last(const TensorInfo& a) override { return clone(a); }
   QuantizedRows quantize_rows_int8(const TensorInfo& a) override;

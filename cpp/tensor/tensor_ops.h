@@ -55,6 +55,8 @@ class TensorOps {
   virtual TensorInfo full(const std::vector<int64_t>& shape, double value,
                           const TensorInfo& like) = 0;
   virtual TensorInfo clone(const TensorInfo& a) = 0;
+  // A 1-D tensor holding `values`, on the device and with the dtype of `like`.
+  virtual TensorInfo from_values(const std::vector<double>& values, const TensorInfo& like) = 0;
   virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
   // Requires K divisible by group_size and N by 16 (the packing's tile).
   virtual QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size) = 0;

@@ -34,15 +34,15 @@ class FixedChooser final : public Chooser {
 class KernelChoiceTest : public ::testing::Test, public testing::NormFixture {
  public:
   // x [2, 3, 4] -> linear (4 -> 6) -> gelu -> output
-  void build_linear_gelu() {
-    attribute("fc.weight", {6, 4});
+  void build_linear_gelu(int64_t in_features = 4) {
+    attribute("fc.weight", {6, in_features});
     attribute("fc.bias", {6});
     Node* x = b.input("x");
     Node* w = b.attr("fc_weight", "fc.weight");
     Node* bias = b.attr("fc_bias", "fc.bias");
     Node* fc = b.call("linear", "aten.linear.default", {x, w, bias});
     b.output(Tuple{{b.call("gelu", "aten.gelu.default", {fc})}});
-    program.graph.set_value_info(x, "float32", {2, 3, 4});
+    program.graph.set_value_info(x, "float32", {2, 3, in_features});
   }
   PassResult fuse(Chooser& chooser, bool reverse = false) {
     return run_pass(FuseLinearActivationOneDnn({"float32"}), program, edits, ops, kSig, reverse,
@@ -170,13 +170,16 @@ void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string
 // (whose ATen ops the lowering would lower too) is no candidate.
 TEST_F(KernelChoiceTest, ComparedWithBfloat16TheQueryCarriesItsDtype) {
   build_linear_gelu();
-  FixedChooser chooser("float32");
-  run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops, kSig, false,
-           chooser);
+  auto graph_before = structure();
+  FixedChooser chooser("bfloat16");
+  PassResult result = run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops,
+                               kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
   EXPECT_EQ(chooser.queries[0].candidates,
-            (std::vector<std::string>{"float32", "int8_onednn", "int8_fbgemm"}));
+            (std::vector<std::string>{"bfloat16", "int8_onednn", "int8_fbgemm"}));
+  EXPECT_TRUE(result.changed.empty());
+  EXPECT_EQ(structure(), graph_before);
   EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float16"), std::invalid_argument);
 }
 
@@ -189,7 +192,7 @@ TEST_F(KernelChoiceTest, FbgemmInt8IsOnePackedCallThatReversesExactly) {
 }
 
 TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {
-  build_linear_gelu();
+  build_linear_gelu(16);  // a multiple of 16: what the bfloat16 kernel takes
   auto graph_before = structure();
   FixedChooser chooser("float32");
   PassResult result = run_pass(QuantizeLinearsWeightOnly("bfloat16", Opaque{5}, Opaque{6}, 8, 32),
@@ -197,7 +200,7 @@ TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].op, "int8_weight_only");
   EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
-  EXPECT_EQ(chooser.queries[0].shape, (std::vector<int64_t>{6, 4, 6}));
+  EXPECT_EQ(chooser.queries[0].shape, (std::vector<int64_t>{6, 16, 6}));
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(structure(), graph_before);
 }

@@ -152,6 +152,22 @@ TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesTheKernelCannotPack) {
             "int4: its out_features 8 is not a multiple of 16 (the kernel's packing)");
 }
 
+TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16SkipsInFeaturesTheKernelReadsWrong) {
+  attribute("w", {8, 24});  // 24 inputs: not a multiple of 16
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {3, 24});
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, b.attr("w", "w")})}});
+  auto graph_before = structure();
+  PassResult result = apply("bfloat16");
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_EQ(result.skipped[0].reason,
+            "its in_features 24 is not a multiple of 16, which ATen's int8 kernel needs with "
+            "bfloat16 activations");
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(apply("float32").changed.size(), 1u);  // float32 activations: any size
+}
+
 TEST_F(QuantizeLinearsWeightOnlyTest, SkipsHalfPrecisionAndUnknownRankLinears) {
   linear_module("half", 4, 4, true, "float16");
   linear_module("unknown", 4, 4, true);

@@ -66,6 +66,58 @@ TEST_F(RecordReaderTest, TypedGetters) {
   EXPECT_EQ(&r.node(), fc_);
 }
 
+// A typed key writes a value and reads the same value back, in the form the plain fields had
+// (so records saved before the keys existed still read), and fails as a plain field does.
+TEST_F(RecordReaderTest, TypedKeysRoundTrip) {
+  constexpr RecordKey<bool> kFlag{"flag"};
+  constexpr RecordKey<int64_t> kCount{"count"};
+  constexpr RecordKey<std::string> kPath{"path"};
+  constexpr RecordKey<std::optional<std::string>> kCreated{"created"}, kNone{"none"};
+  constexpr RecordKey<NodeKind> kKind{"kind"};
+  constexpr RecordKey<Symbol> kTarget{"target"};
+  constexpr RecordKey<std::vector<std::string>> kPaths{"paths"};
+  constexpr RecordKey<std::vector<Node*>> kReads{"reads"};
+  constexpr RecordKey<Arg> kDivisor{"divisor"};
+  Record record;
+  record.set(kFlag, true)
+      .set(kCount, 7)
+      .set(kPath, "fc.weight")
+      .set(kCreated, "fc.weight_t")
+      .set(kNone, std::nullopt)
+      .set(kKind, NodeKind::CallModule)
+      .set(kTarget, Symbol::intern("torch.relu"))
+      .set(kPaths, {"a", "b"})
+      .set(kReads, {x_, fc_})
+      .set(kDivisor, 4.5);
+  EXPECT_EQ(record.to_arg(), Record()
+                                 .set("flag", true)
+                                 .set("count", 7)
+                                 .set("path", "fc.weight")
+                                 .set("created", "fc.weight_t")
+                                 .set("none", None{})
+                                 .set("kind", "call_module")
+                                 .set("target", "torch.relu")
+                                 .set("paths", Tuple{{Arg("a"), Arg("b")}})
+                                 .set("reads", Tuple{{Arg("x"), Arg("fc")}})
+                                 .set("divisor", 4.5)
+                                 .to_arg());
+  RecordReader r = read(record);
+  EXPECT_TRUE(r.get(kFlag));
+  EXPECT_EQ(r.get(kCount), 7);
+  EXPECT_EQ(r.get(kPath), "fc.weight");
+  EXPECT_EQ(*r.get(kCreated), "fc.weight_t");
+  EXPECT_EQ(r.get(kNone), nullptr);
+  EXPECT_EQ(r.get(kKind), NodeKind::CallModule);
+  EXPECT_EQ(r.get(kTarget), Symbol::intern("torch.relu"));
+  EXPECT_EQ(r.get(kPaths), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.get(kReads, program_.graph), (std::vector<Node*>{x_, fc_}));
+  EXPECT_EQ(r.get(kDivisor).value(), Arg(4.5));
+  EXPECT_EQ(r.find(kCount), std::optional<int64_t>(7));
+  EXPECT_FALSE(r.find(RecordKey<int64_t>{"missing"}).has_value());
+  EXPECT_EQ(error_of([&] { r.get(RecordKey<int64_t>{"path"}); }).field(), "path");
+  EXPECT_EQ(error_of([&] { r.get(RecordKey<bool>{"missing"}); }).field(), "missing");
+}
+
 TEST_F(RecordReaderTest, OptionalFields) {
   RecordReader r = read(Record().set("start", 0));
   EXPECT_FALSE(r.find("ties").has_value());

@@ -30,9 +30,11 @@ from typing import Any, Callable
 import torch
 
 import fxopt
+from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.optimization import (
     FoldConstants,
     QuantizeLinearsInt8,
+    SmoothLinearInputs,
     QuantizeLinearsWeightOnly,
     ChangeActivation,
     ChangePrecision,
@@ -77,6 +79,8 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
     "QuantizeLinearsInt8()": QuantizeLinearsInt8,
+    # Factors for every Linear whose input ranges differ at all, from the case's own input.
+    "SmoothLinearInputs(calibrate=True)": lambda: SmoothLinearInputs(calibrate=True, spread=1.0),
     "QuantizeLinearsWeightOnly(torch.bfloat16)": lambda: QuantizeLinearsWeightOnly(torch.bfloat16),
     "QuantizeLinearsWeightOnly(torch.float32)": lambda: QuantizeLinearsWeightOnly(torch.float32),
     "QuantizeLinearsWeightOnly(bits=4)": lambda: QuantizeLinearsWeightOnly(bits=4),
@@ -305,7 +309,8 @@ def _close(ref: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
 def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str],
           inplace: bool = False) -> str | None:  # fmt: skip
     """None if the composition of `passes` behaves on the model `source`, else what failed.
-    In place, the composition transforms and reverses a copy of the trace in place."""
+    In place, the composition transforms a copy of the trace in place and its members reverse
+    it one by one."""
     try:
         model = build(source, dtype)
         with torch.no_grad():
@@ -315,6 +320,9 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
         return None  # not a model this case can test (the generator's problem, not a pass's)
     code, state, ties = gm.code, _state(gm), _ties(gm)
     members = [PASSES[p]() for p in passes]
+    for member in members:
+        if isinstance(member, CalibratedPass):
+            member.calibrate_on((x,))
     composition = compose(*members, inplace=inplace)
     try:
         with torch.no_grad():
@@ -324,7 +332,14 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
                 return "transform changed its input GraphModule"
             if composition.preserves_computation and not _close(eager, _flat(out(x))):
                 return "outputs differ from eager beyond tolerance"
-            back = composition(out, reverse=True)
+            if inplace and len(members) > 1:
+                # Member by member, each its own engine session: what a user undoing one step
+                # at a time does (the engine's view of the modules must follow each reverse).
+                back = out
+                for member in reversed(members):
+                    back = member(back, reverse=True)  # type: ignore[call-arg]
+            else:
+                back = composition(out, reverse=True)
             restored = _flat(back(x))
     except Exception:
         return "raised:\n" + traceback.format_exc(limit=-3)

@@ -131,10 +131,6 @@ class Architecture:
     """Class name in the `transformers` namespace, e.g. ``"BertModel"``."""
     config_class: str
     config: Mapping[str, Any] = field(default_factory=dict)
-    dynamic: bool = True
-    """Passed to `fxopt.trace`; False only where dynamic shapes make export impractically slow."""
-    static_reason: str = ""
-    """Why `dynamic` is False (shown in docs/models.md)."""
     expected_failure: ExpectedFailure | None = None
 
     def model_type(self) -> type[nn.Module]:
@@ -309,9 +305,6 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         "SwinConfig",
         dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2],
              window_size=4),
-        dynamic=False,
-        static_reason="export with dynamic image sizes takes 50-90 s here (window padding "
-        "guards) against under a second static",
     ),
     # vision CNNs
     Architecture(
@@ -387,7 +380,6 @@ class CoverageResult:
     family: str
     mode: str | None = None
     """The tracer that produced the graph ("symbolic" or "export"); None if tracing failed."""
-    dynamic: bool = True
     fixed_sizes: dict[str, dict[int, int]] = field(default_factory=dict)
     fallback_reason: str | None = None
     """Why symbolic tracing failed, when auto mode fell back to export."""
@@ -470,7 +462,7 @@ def check_architecture(architecture: Architecture) -> CoverageResult:
         model = architecture.build()
     except Exception as exc:  # a config the installed transformers rejects is a matrix result
         return CoverageResult(architecture.name, architecture.family).fail("build", _reason(exc))
-    return check_model(architecture.name, architecture.family, model, dynamic=architecture.dynamic)
+    return check_model(architecture.name, architecture.family, model)
 
 
 def check_model(
@@ -478,7 +470,6 @@ def check_model(
     family: str,
     model: nn.Module,
     example_inputs: Inputs | None = None,
-    dynamic: bool = True,
 ) -> CoverageResult:
     """Run `model` through trace, round-trip, pipeline and verify; the first failure is recorded.
 
@@ -486,7 +477,7 @@ def check_model(
     are checked on those same inputs with the second row of every attention mask padded, so
     masking is exercised too.
     """
-    result = CoverageResult(name, family, dynamic=dynamic)
+    result = CoverageResult(name, family)
     start = time.perf_counter()
     graph_module = _trace_stage(result, model, example_inputs)
     if graph_module is not None:
@@ -504,7 +495,7 @@ def _trace_stage(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TraceWarning)  # recorded in the result instead
-            graph_module = trace(model, example_inputs=example_inputs, dynamic=result.dynamic)
+            graph_module = trace(model, example_inputs=example_inputs)
     except Exception as exc:  # every tracer failure is a matrix result
         result.fail("trace", _reason(exc))
         return None

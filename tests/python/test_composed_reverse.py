@@ -153,3 +153,31 @@ def test_fold_into_a_shared_weight_reads_it_again_on_reverse(mode: str) -> None:
     # of its own, and reverse must read the shared one again, not add a second read.
     torch.manual_seed(0)
     _round_trip(_SharedLinearThenNorm().eval(), mode, FuseBatchNorm1dInLinear())
+
+
+def test_a_merged_linear_quantized_then_reversed_step_by_step() -> None:
+    """Reversing one call at a time: the int8 reverse removes the tensors it stored in the merged
+    Linear's module, and MergeLinears' reverse, in the next session, must not copy them back
+    (it raised KeyError: 'no tensor with handle ...')."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(16, 8)
+            self.b = torch.nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.a(x) + self.b(x)
+
+    x = torch.randn(3, 16)
+    gm = fxopt.trace(TwoHeads().eval(), example_inputs=(x,), mode="symbolic")
+    ShapeProp(gm).propagate(x)
+    code, expected = gm.code, gm(x)
+    merge, int8 = MergeLinears(), QuantizeLinearsInt8()
+    out = int8(merge(copy.deepcopy(gm)))
+    assert merge.report.changed and int8.report.changed
+    back = merge(int8(out, reverse=True), reverse=True)
+    assert back.code == code
+    assert torch.equal(back(x), expected)
+    assert not [name for name, _ in back.named_buffers() if "int8" in name]

@@ -104,7 +104,9 @@ def _vit() -> nn.Module:
 
 
 # name -> (model factory, inputs for the checks; another size than the traced dummies where the
-# graph is dynamic, so the checks also cover sizes the trace did not see)
+# graph is dynamic, so the checks also cover sizes the trace did not see: batch and sequence,
+# not an image's height and width, which fxopt.trace fixes by default; ResNet's config has no
+# image size, so its dummies are 224x224)
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], dict[str, torch.Tensor]]]] = {
     "bert": (lambda: build_model(transformers.BertModel, tiny_bert_config()), lambda: token_inputs(3, 11)),
     "bert-eager": (
@@ -115,7 +117,7 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], dict[str, torch.Te
     "gpt2": (lambda: build_model(transformers.GPT2LMHeadModel, tiny_gpt2_config()), lambda: token_inputs(3, 11)),
     "llama": (lambda: build_model(transformers.LlamaModel, tiny_llama_config()), lambda: token_inputs(3, 11)),
     "vit": (_vit, lambda: {"pixel_values": torch.randn(3, 3, 32, 32)}),
-    "resnet": (tiny_resnet, lambda: {"pixel_values": torch.randn(3, 3, 32, 32)}),
+    "resnet": (tiny_resnet, lambda: {"pixel_values": torch.randn(3, 3, 224, 224)}),
     "linear-bn": (lambda: LinearBatchNorm().eval(), lambda: {"x": torch.randn(5, 8)}),
     "checked": (lambda: Checked().eval(), lambda: {"x": torch.randn(5, 4)}),
 }

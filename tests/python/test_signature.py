@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import fxopt
+from fxopt.optimization.exported import save_pt2
 from model_coverage import ARCHITECTURES
 
 _BERT = next(arch for arch in ARCHITECTURES if arch.name == "BERT")
@@ -61,3 +62,26 @@ def test_the_check_survives_save_and_load(traced: tuple[torch.nn.Module, torch.f
         torch.testing.assert_close(loaded(input_ids=ids)["last_hidden_state"], model(input_ids=ids)["last_hidden_state"])
     with pytest.raises(TypeError, match="traced without input 'token_type_ids'"):
         loaded(input_ids=ids, token_type_ids=torch.zeros_like(ids))
+
+
+def test_a_pt2_loaded_with_fxopt_checks_calls_as_the_graph_does(
+    traced: tuple[torch.nn.Module, torch.fx.GraphModule], tmp_path: Path
+) -> None:
+    # What `fxopt optimize --save model.pt2` writes; torch.export.load alone cannot run the check
+    # (tracing/signature.py says why), fxopt.load installs it from the file.
+    model, optimized = traced
+    # A trace of the same mode: the default preset may hold oneDNN's linear, which a .pt2 cannot.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph_module = fxopt.trace(model, mode=optimized.meta["fxopt_trace"]["mode"])
+    ids = _ids()
+    save_pt2(graph_module, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, tmp_path / "bert.pt2")
+    loaded = fxopt.load(tmp_path / "bert.pt2")
+    with pytest.raises(TypeError, match=r"traced without input 'token_type_ids'; trace with input_names=\['input_ids', 'attention_mask', 'token_type_ids'\]"):
+        loaded(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))
+    with pytest.raises(TypeError, match="needs input 'input_ids'"):
+        loaded(attention_mask=torch.ones_like(ids))
+    with torch.no_grad():
+        want = model(input_ids=ids)["last_hidden_state"]
+        torch.testing.assert_close(loaded(input_ids=ids)["last_hidden_state"], want)
+        torch.testing.assert_close(loaded(ids, None)["last_hidden_state"], want)

@@ -254,11 +254,43 @@ def test_export_graph_can_be_edited_and_recompiled(
 
 def test_export_with_positional_example_inputs() -> None:
     model = ConvNet().eval()
-    traced = fxopt.trace(model, example_inputs=(torch.randn(2, 3, 8, 8),), mode="export")
+    traced = fxopt.trace(
+        model, example_inputs=(torch.randn(2, 3, 8, 8),), mode="export", dynamic="all"
+    )
     assert meta(traced)["input_names"] == ["x"]
     assert meta(traced)["dynamic_dims"] == {"x": [0, 2, 3]}
     assert torch.ops.aten.conv2d.default in aten_targets(traced)
     eager_matches(model, traced, torch.randn(3, 3, 10, 6))
+
+
+@pytest.mark.parametrize("mode", ["dynamo", "export"])
+def test_image_height_and_width_vary_only_with_dynamic_all(mode: str) -> None:
+    # Dynamic resolutions cost 20x in tracing window-attention models (a Swin: 30 s against
+    # 1.5 s), so by default only an image's batch varies; the caller's tensor is not marked.
+    model = ConvNet().eval()
+    example = torch.randn(2, 3, 8, 8)
+    traced = fxopt.trace(model, example_inputs=example, mode=mode)
+    assert meta(traced)["dynamic_dims"] == {"x": [0]}
+    assert meta(traced)["fixed_sizes"] == {}  # fixed by request, not against it: no warning
+    assert not hasattr(example, "_dynamo_static_indices")
+    eager_matches(model, traced, torch.randn(3, 3, 8, 8))
+    with pytest.raises(AssertionError):
+        traced(torch.randn(2, 3, 10, 6))
+
+    free = fxopt.trace(model, example_inputs=example, mode=mode, dynamic="all")
+    assert meta(free)["dynamic_dims"] == {"x": [0, 2, 3]}
+    eager_matches(model, free, torch.randn(3, 3, 10, 6))
+
+
+def test_dynamo_graph_refuses_another_resolution_saying_how_to_trace_one() -> None:
+    model = ConvNet().eval()
+    traced = fxopt.trace(model, example_inputs=torch.randn(2, 3, 8, 8), mode="dynamo")
+    with pytest.raises(AssertionError) as refused:
+        traced(torch.randn(2, 3, 10, 6))
+    message = str(refused.value)
+    assert "input 'x' must have shape [*, 3, 8, 8]" in message
+    assert "torch.Size([2, 3, 10, 6])" in message
+    assert "dynamic='all'" in message
 
 
 def test_export_without_dynamic_fixes_the_example_sizes() -> None:
@@ -284,7 +316,7 @@ def test_sizes_the_model_fixes_are_recorded_and_warned_about() -> None:
     model = build_model(transformers.ViTModel, config)
     expected = "only accepts these sizes: pixel_values dim 2 = 16; pixel_values dim 3 = 16"
     with pytest.warns(TraceWarning, match=expected):
-        traced = fxopt.trace(model, mode="export")
+        traced = fxopt.trace(model, mode="export", dynamic="all")
     info = meta(traced)
     # ViT's patch embedding insists on the configured image size; the batch stays free.
     assert info["fixed_sizes"] == {"pixel_values": {2: config.image_size, 3: config.image_size}}
@@ -309,7 +341,7 @@ def test_failed_dynamic_export_is_retried_static(monkeypatch: pytest.MonkeyPatch
     with pytest.warns(TraceWarning, match=expected):
         traced = fxopt.trace(model, example_inputs=example, mode="export")
     info = meta(traced)
-    assert info["fixed_sizes"] == {"x": {0: 2, 2: 8, 3: 8}}
+    assert info["fixed_sizes"] == {"x": {0: 2}}  # the batch: image sizes are fixed anyway
     assert info["dynamic_dims"] == {}
     assert "dynamic shapes unsupported here" in info["dynamic_failure"]
     eager_matches(model, traced, example)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import sentences
+
 import torch
 from torch import nn
 
@@ -56,12 +58,16 @@ class LoadedModel:
     description: str
     example_inputs: Inputs | None = None
     """Inputs a factory returned; None for transformers models, whose inputs `make_inputs` builds."""
+    real_text: bool = False
+    """True for the pretrained MiniLM: its inputs are tokenized sentences (cli/sentences.py),
+    held-out ones to run and verify on, others to calibrate int8 with."""
 
 
 @dataclass(frozen=True)
 class BundledModel:
     description: str
     build: Callable[[], nn.Module]
+    real_text: bool = False
 
 
 def _transformers() -> Any:
@@ -130,7 +136,9 @@ def _vit_base() -> nn.Module:
 
 
 BUNDLED: dict[str, BundledModel] = {
-    "minilm": BundledModel("all-MiniLM-L6-v2, real pretrained weights (BERT, 6 layers, 384 wide)", _minilm),
+    "minilm": BundledModel(
+        "all-MiniLM-L6-v2, real pretrained weights (BERT, 6 layers, 384 wide)", _minilm, real_text=True
+    ),
     "bert-base": BundledModel("BERT-base encoder (12 layers, 768 wide), random weights", _bert_base),
     "gpt2": BundledModel("GPT-2 small with LM head (12 layers, 768 wide), random weights", _gpt2),
     "llama": BundledModel("small LLaMA causal LM (4 layers, 512 wide, GQA), random weights", _llama),
@@ -145,7 +153,7 @@ def load_model(spec: str) -> LoadedModel:
     torch.manual_seed(0)
     if spec in BUNDLED:
         bundled = BUNDLED[spec]
-        return LoadedModel(spec, bundled.build().eval(), bundled.description)
+        return LoadedModel(spec, bundled.build().eval(), bundled.description, real_text=bundled.real_text)
     path, _, factory = spec.rpartition(":")
     if path.endswith(".py") and factory:
         return _from_factory(spec, Path(path), factory)
@@ -245,6 +253,9 @@ def make_inputs(loaded: LoadedModel, batch: int, seq: int) -> Inputs:
     if loaded.example_inputs is not None:
         return loaded.example_inputs
     model = loaded.model
+    if loaded.real_text:  # the inputs any other model gets, with real tokens in them
+        text = sentences.held_out_batch(batch, seq)
+        return {name: text[name] for name in default_input_names(model) if name in text}
     generator = torch.Generator().manual_seed(0)
     inputs: dict[str, torch.Tensor] = {}
     for name in default_input_names(model):

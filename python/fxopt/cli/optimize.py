@@ -20,12 +20,13 @@ from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
 from ..optimization import BuiltinTransformation, Transformation, compose, hardware, presets
+from ..optimization.calibrated import CalibratedPass
 from ..optimization.exported import savable
 from ..tracing.dummy_inputs import Inputs, split_inputs
 from ..tracing.trace import TRACE_META_KEY, TraceWarning, describe_failure, register_cache_pytrees, trace
 from ..verification.stats import graph_stats, stats_table
 from ..verification.verify import VerifyReport, verify
-from . import models
+from . import models, sentences
 from .errors import CliError
 from .save import check_writable, save
 from .timing import bench
@@ -63,6 +64,7 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
 
     with _phase(console, f"loading {args.model}", timings, "load"):
         loaded, inputs = _load(args, console)
+    _calibrate(transformations, loaded, inputs)
     report["model_description"] = loaded.description
     report["inputs"] = _describe_inputs(inputs)
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
@@ -175,6 +177,25 @@ def _transformations(args: argparse.Namespace, console: Console) -> list[Transfo
                 "torch.export.save cannot write its result"
             )
     return presets.build_all(specs)
+
+
+def _calibrate(transformations: list[Transformation], loaded: models.LoadedModel, inputs: Inputs) -> None:
+    """Real sentences for the passes that calibrate on real inputs (fast's int8 Linears), where
+    the model has them (the bundled MiniLM): the first calibration batch chooses, the other
+    calibration batches and every held-out sentence check. Batches have the size of `inputs`
+    (what the graph is traced for). Other models run those passes without, which they report."""
+    if not loaded.real_text or not isinstance(inputs, dict):
+        return
+    batch, seq = inputs["input_ids"].shape
+
+    def like_inputs(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+        return [{name: b[name] for name in inputs} for b in batches]
+
+    chooser, *others = like_inputs(sentences.batches(sentences.CALIBRATION, batch, seq))
+    held_out = like_inputs(sentences.batches(sentences.HELD_OUT, batch, seq))
+    for transformation in transformations:
+        if isinstance(transformation, CalibratedPass):
+            transformation.calibrate_on(chooser, [*others, *held_out])
 
 
 def _saves_pt2(args: argparse.Namespace) -> bool:

@@ -8,6 +8,9 @@ the choice on text it never saw.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import torch
 
 CALIBRATION = (
@@ -35,10 +38,34 @@ HELD_OUT = (
 
 def minilm_batch(sentences: tuple[str, ...], length: int = 128) -> dict[str, torch.Tensor]:
     """`sentences` tokenized for the bundled MiniLM, padded to `length` tokens."""
+    encoded = _tokenizer()(
+        list(sentences), padding="max_length", truncation=True, max_length=length, return_tensors="pt"
+    )
+    return {name: encoded[name] for name in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+@functools.cache
+def _tokenizer() -> Any:
+    """The bundled MiniLM's own tokenizer, loaded once."""
     from transformers import AutoTokenizer
 
     from .models import minilm_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir()))
-    encoded = tokenizer(list(sentences), padding="max_length", truncation=True, max_length=length, return_tensors="pt")
-    return {name: encoded[name] for name in ("input_ids", "token_type_ids", "attention_mask")}
+    return AutoTokenizer.from_pretrained(str(minilm_dir()))
+
+
+def held_out_batch(batch: int, length: int) -> dict[str, torch.Tensor]:
+    """`batch` held-out sentences (repeated if there are fewer), padded to `length` tokens."""
+    return _window(HELD_OUT, 0, batch, length)
+
+
+def batches(sentences: tuple[str, ...], batch: int, length: int) -> list[dict[str, torch.Tensor]]:
+    """`sentences` in batches of `batch` (the last one filled up from the start), each padded to
+    `length` tokens: calibration inputs a graph traced at that batch size takes."""
+    count = -(-len(sentences) // batch)
+    return [_window(sentences, start * batch, batch, length) for start in range(count)]
+
+
+def _window(sentences: tuple[str, ...], start: int, batch: int, length: int) -> dict[str, torch.Tensor]:
+    """`batch` of `sentences` from `start` on, wrapping around, tokenized."""
+    return minilm_batch(tuple(sentences[(start + i) % len(sentences)] for i in range(batch)), length)

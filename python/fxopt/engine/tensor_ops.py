@@ -67,6 +67,9 @@ class TorchTensorOps:
     def clone(self, a: torch.Tensor) -> torch.Tensor:
         return _own(a.clone())
 
+    def from_values(self, values: list[float], like: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(values, dtype=like.dtype, device=like.device)
+
     def channels_last(self, a: torch.Tensor) -> torch.Tensor:
         # Not _own: its contiguous() would undo the layout.
         return a.detach().clone(memory_format=torch.channels_last)

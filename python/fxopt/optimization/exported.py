@@ -24,7 +24,8 @@ from torch.fx import GraphModule
 from torch.fx.graph import _PyTreeCodeGen
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-from ..tracing.dummy_inputs import varying_dims
+from ..tracing import signature
+from ..tracing.dummy_inputs import default_dynamic_dims
 from .compose import compose
 from .presets import build_all, preset_passes
 
@@ -91,18 +92,23 @@ def export_module(
 def save_pt2(graph_module: GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path) -> None:
     """Export `graph_module` on the given inputs and write it with `torch.export.save`.
 
-    Batch and sequence (or image) dimensions stay dynamic where the graph allows it, as
-    `fxopt.trace` keeps them. A `.pt2` names the Python type of every output container, and
-    loading one that names a transformers class needs transformers (and, for a key/value cache,
-    its pytree registration), so outputs are written with torch's own containers: a dict
-    subclass (`ModelOutput`) as a dict with the same keys, any other class (a `DynamicCache`) as
-    the tuple of its flattened values.
+    Batch and sequence dimensions stay dynamic where the graph allows it, as `fxopt.trace` keeps
+    them by default (an image's height and width are the example's). A `.pt2` names the Python
+    type of every output container, and loading one that names a transformers class needs
+    transformers (and, for a key/value cache, its pytree registration), so outputs are written
+    with torch's own containers: a dict subclass (`ModelOutput`) as a dict with the same keys,
+    any other class (a `DynamicCache`) as the tuple of its flattened values. The graph's call
+    signature goes along as an extra file, for `fxopt.load` (tracing/signature.py).
     """
 
     def dims(name: str, leaf: Any) -> Sequence[int]:
-        return varying_dims(name, leaf) if isinstance(leaf, torch.Tensor) else ()
+        return default_dynamic_dims(name, leaf) if isinstance(leaf, torch.Tensor) else ()
 
-    torch.export.save(export_module(_plain_outputs(graph_module), args, kwargs, dims), path)
+    program = export_module(_plain_outputs(graph_module), args, kwargs, dims)
+    # The call check (tracing/signature.py) binds inputs by name: only a program called by keyword
+    # takes what it returns.
+    extra_files = signature.pt2_files(graph_module) if not args else {}
+    torch.export.save(program, path, extra_files=extra_files)
 
 
 def _plain_outputs(graph_module: GraphModule) -> GraphModule:

@@ -1,4 +1,5 @@
-"""Which Linears `QuantizeLinearsInt8` keeps in float32, chosen in a few forward runs.
+"""What int8 calibration measures in a few forward runs: which Linears `QuantizeLinearsInt8`
+keeps in float, and `SmoothLinearInputs`' factors.
 
 Calibration runs the float graph in a torch.fx Interpreter that can stand an int8 Linear in
 for any Linear node: the very kernel the pass's kernel choice gave that Linear
@@ -34,6 +35,22 @@ _FUNCTIONAL_LINEARS = (F.linear, torch._C._nn.linear, torch.ops.aten.linear.defa
 Int8Linear = Callable[[torch.Tensor], torch.Tensor]
 
 
+def _linear_operands(
+    interpreter: Interpreter, n: Node
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    """x, weight and bias of a Linear node about to run, or None if `n` is no Linear spelled in
+    a form read here (an nn.Linear module call or a functional linear)."""
+    args, kwargs = interpreter.fetch_args_kwargs_from_env(n)
+    if n.op == "call_module":
+        module = interpreter.fetch_attr(str(n.target))
+        if isinstance(module, torch.nn.Linear):
+            return args[0], module.weight, module.bias
+    if n.op == "call_function" and n.target in _FUNCTIONAL_LINEARS:
+        bias = args[2] if len(args) > 2 else kwargs.get("bias")
+        return args[0], args[1], bias
+    return None
+
+
 class _Int8Simulation(Interpreter):
     """Runs the float graph, standing int8 Linears in for the nodes in `simulated` and
     recording, for every node in `measured`, its own relative int8 error. `int8` holds each
@@ -57,7 +74,7 @@ class _Int8Simulation(Interpreter):
     def run_node(self, n: Node) -> Any:
         if n.name not in self.simulated and n.name not in self.measured:
             return super().run_node(n)
-        operands = self._linear_operands(n)
+        operands = _linear_operands(self, n)
         result = super().run_node(n)
         if operands is None:  # a Linear spelled in a form not simulated here: left in float
             self.errors[n.name] = float("inf")
@@ -70,16 +87,6 @@ class _Int8Simulation(Interpreter):
             self.errors[n.name] = float((int8 - result).norm() / result.norm().clamp_min(1e-30))
         return int8 if n.name in self.simulated else result
 
-    def _linear_operands(self, n: Node) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
-        args, kwargs = self.fetch_args_kwargs_from_env(n)
-        if n.op == "call_module":
-            module = self.fetch_attr(str(n.target))
-            if isinstance(module, torch.nn.Linear):
-                return args[0], module.weight, module.bias
-        if n.op == "call_function" and n.target in _FUNCTIONAL_LINEARS:
-            bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            return args[0], args[1], bias
-        return None
 
 
 def _positional(gm: GraphModule, inputs: Inputs) -> list[Any]:
@@ -170,3 +177,40 @@ def _bisect(calibration: Calibration, ordered: list[str], min_cosine: float, low
         else:
             low = middle + 1
     return ordered[:low]
+
+
+class _InputRanges(Interpreter):
+    """Runs the float graph, keeping for every Linear its input's largest |x| per channel (over
+    all tokens) and its weight."""
+
+    def __init__(self, gm: GraphModule) -> None:
+        super().__init__(gm)
+        self.ranges: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def run_node(self, n: Node) -> Any:
+        operands = _linear_operands(self, n) if n.op in ("call_module", "call_function") else None
+        if operands is not None and operands[0].is_floating_point():
+            x, weight, _ = operands
+            peak = x.detach().abs().reshape(-1, x.shape[-1]).amax(0).float()
+            if n.name in self.ranges:
+                peak = torch.maximum(peak, self.ranges[n.name][0])
+            self.ranges[n.name] = (peak, weight)
+        return super().run_node(n)
+
+
+def smoothing_factors(gm: GraphModule, inputs: Inputs, alpha: float, spread: float) -> dict[str, list[float]]:
+    """SmoothQuant's factors for the Linears of `gm` whose input has outlier channels on
+    `inputs`: where the largest per-channel range is more than `spread` times the median one,
+    s_j = max|x_j|^alpha / max|W[:, j]|^(1 - alpha) (1 where either is 0). One forward run."""
+    run = _InputRanges(gm)
+    with torch.no_grad():
+        run.run(*_positional(gm, inputs))
+    factors: dict[str, list[float]] = {}
+    for name, (peak, weight) in run.ranges.items():
+        if peak.max() <= spread * peak.median():
+            continue
+        weight_peak = weight.detach().abs().amax(0).float()
+        s = peak.pow(alpha) / weight_peak.pow(1 - alpha)
+        s = torch.where((peak > 0) & (weight_peak > 0) & torch.isfinite(s), s, torch.ones_like(s))
+        factors[name] = s.tolist()
+    return factors

@@ -63,7 +63,17 @@ def save(graph_module: GraphModule, path: str | os.PathLike[str]) -> None:
 
 
 def load(path: str | os.PathLike[str]) -> GraphModule:
-    """The GraphModule `save` wrote, with its metadata: reverse works on it as before saving."""
+    """The GraphModule `save` wrote, with its metadata: reverse works on it as before saving.
+
+    A `.pt2` (`fxopt optimize --save model.pt2`) loads as its ExportedProgram's module, with the
+    call check of the graph it was exported from (tracing/signature.py).
+    """
+    if os.fspath(path).endswith(".pt2"):
+        files = {signature.PT2_FILE: ""}
+        module = torch.export.load(path, extra_files=files).module()
+        assert isinstance(module, GraphModule)  # torch documents .module() as returning one
+        signature.install_from_pt2_files(module, files)
+        return module
     data = torch.load(path, weights_only=True)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StorageError(f"{path} is not a file written by fxopt.save")

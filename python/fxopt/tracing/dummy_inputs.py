@@ -112,6 +112,26 @@ def build_dummy_inputs(model: nn.Module, input_names: Sequence[str]) -> dict[str
     return inputs
 
 
+def image_size_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
+    """The height and width dimensions of an image input; none for other inputs.
+
+    Images are what `varying_dims` takes them for: `pixel_values`, or 4-D float tensors of no
+    other well-known name.
+    """
+    dims = varying_dims(name, value)
+    is_image = name == "pixel_values" or (
+        name not in _NAMED_VARYING_DIMS and value.is_floating_point() and value.dim() == 4
+    )
+    return tuple(d for d in dims if d in (2, 3)) if is_image else ()
+
+
+def default_dynamic_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
+    """The dimensions fxopt keeps dynamic by default: `varying_dims` but an image's height and
+    width (see `fxopt.trace`'s `dynamic`)."""
+    images = image_size_dims(name, value)
+    return tuple(d for d in varying_dims(name, value) if d not in images)
+
+
 def varying_dims(name: str, value: torch.Tensor) -> tuple[int, ...]:
     """Dimensions of an input that callers are expected to vary between calls.
 

@@ -19,11 +19,18 @@ from collections.abc import Callable
 
 import torch
 from torch.fx import Graph, GraphModule, Node
+from torch.fx.node import Argument
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 
-def guard_inputs(graph_module: GraphModule, input_names: list[str]) -> None:
-    """Insert, before the first computation, a rank and fixed-size check per tensor input."""
+def guard_inputs(
+    graph_module: GraphModule, input_names: list[str], notes: dict[str, str] | None = None
+) -> None:
+    """Insert, before the first computation, a rank and fixed-size check per tensor input.
+
+    `notes` (per input name) says why sizes of that input are fixed and how to free them; it
+    ends the message of a refused call.
+    """
     graph = graph_module.graph
     placeholders = graph.find_nodes(op="placeholder")
     first = next(node for node in graph.nodes if node.op != "placeholder")
@@ -33,12 +40,17 @@ def guard_inputs(graph_module: GraphModule, input_names: list[str]) -> None:
             continue
         sizes = [int(size) if is_concrete_int(size) else None for size in traced.shape]
         with graph.inserting_before(first):
-            _check_shape(graph_module, node, name, sizes, traced.dtype)
+            _check_shape(graph_module, node, name, sizes, traced.dtype, (notes or {}).get(name))
     graph_module.recompile()
 
 
 def _check_shape(
-    graph_module: GraphModule, node: Node, name: str, sizes: list[int | None], dtype: torch.dtype
+    graph_module: GraphModule,
+    node: Node,
+    name: str,
+    sizes: list[int | None],
+    dtype: torch.dtype,
+    note: str | None,
 ) -> None:
     # torch re-traces a pickled GraphModule's code with fx proxies when loading it, so every
     # step is an op fx records (no len(), no string formatting, no tuple comparison), and the
@@ -47,7 +59,11 @@ def _check_shape(
     takes = "[" + ", ".join("*" if size is None else str(size) for size in sizes) + "]"
     what = str(dtype).removeprefix("torch.")
     size = graph.call_method("size", (node,))
-    message = (f"fxopt: input {name!r} must have shape {takes} (* is any size; traced on {what}), got", size)
+    message: tuple[Argument, ...] = (
+        f"fxopt: input {name!r} must have shape {takes} (* is any size; traced on {what}), got",
+        size,
+        *([note] if note else []),
+    )
     rank = graph.call_method("dim", (node,))
     graph.call_function(torch._assert, (graph.call_function(operator.eq, (rank, len(sizes))), message))
     same = [

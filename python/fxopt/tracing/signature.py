@@ -15,11 +15,19 @@ optional forward parameter). Without this check a call with an input the trace d
 
 The record (`gm.meta["fxopt_signature"]`, plain data) survives deepcopy and `fxopt.save`, and
 `install` puts the hook back on deep copies and loaded graphs.
+
+A `.pt2` cannot carry the hook: `ExportedProgram.module()` builds a new GraphModule whose
+generated forward first matches the call against the exported input spec (torch's "kwarg
+keyword mismatch" ValueError, or a TypeError deep in the graph for a None), and nothing from
+the file runs before it. So the record travels as an extra file of the `.pt2`
+(`PT2_FILE`), and `fxopt.load` of a `.pt2` installs the check on the module it returns;
+`torch.export.load(...).module()` alone gives torch's own errors.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any, TypedDict
 
 import torch
@@ -27,6 +35,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 SIGNATURE_META_KEY = "fxopt_signature"
+
+PT2_FILE = "fxopt_signature.json"
+"""The extra file of a `.pt2` (torch.export.save's `extra_files`) that holds the record."""
 
 # A traced input the call may omit, and the input its default is made from: transformers
 # models treat attention_mask=None (their default) as all ones over input_ids' batch and sequence.
@@ -111,3 +122,17 @@ def check_call(
     if missing:
         raise TypeError(f"{where} needs input {missing[0]!r}, which the call does not give")
     return (), {name: bound[name] for name in inputs}
+
+
+def pt2_files(graph_module: GraphModule) -> dict[str, str]:
+    """The extra files that carry `graph_module`'s record into a `.pt2`; none if it has none."""
+    if SIGNATURE_META_KEY not in graph_module.meta:
+        return {}
+    return {PT2_FILE: json.dumps(graph_module.meta[SIGNATURE_META_KEY])}
+
+
+def install_from_pt2_files(module: GraphModule, files: dict[str, str]) -> None:
+    """Install the check on a `.pt2`'s module from the extra files read with it, if they hold one."""
+    if files.get(PT2_FILE):
+        module.meta[SIGNATURE_META_KEY] = json.loads(files[PT2_FILE])
+        install(module)

@@ -45,7 +45,7 @@ import sysconfig
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, Union
 
 import torch
 from torch import nn
@@ -63,12 +63,24 @@ from .dummy_inputs import (
     build_dummy_inputs,
     default_input_names,
     forward_parameter_names,
+    image_size_dims,
     is_pretrained_model,
     split_inputs,
+    default_dynamic_dims,
     varying_dims,
 )
 
 Mode = Literal["auto", "symbolic", "dynamo", "export"]
+
+Dynamic = Union[bool, Literal["all"]]
+"""Which dimensions a dynamo / export graph lets vary: True (all but an image's height and
+width), "all" or False (none)."""
+
+IMAGE_SIZE_NOTE = (
+    "fxopt.trace fixes an image's height and width to the example's by default: to call the "
+    "graph at another size, trace on images of that size, or with dynamic='all' (slower to trace)"
+)
+"""Why a graph refuses an image of another size, and the two ways to one that takes it."""
 
 TRACE_META_KEY = "fxopt_trace"
 """Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
@@ -136,7 +148,7 @@ def trace(
     input_names: Sequence[str] | None = None,
     example_inputs: Inputs | None = None,
     mode: Mode = "auto",
-    dynamic: bool = True,
+    dynamic: Dynamic = True,
 ) -> GraphModule:
     """Trace `model` into a GraphModule that computes what `model` computes.
 
@@ -151,9 +163,12 @@ def trace(
             positional arguments or a dict of keyword arguments. Invented from the config for
             transformers models when omitted; required to trace any other model that way.
         mode: "symbolic", "dynamo", "export" or "auto" (symbolic, then dynamo, then export).
-        dynamic: dynamo and export: keep dimensions dynamic so the graph runs on other sizes than
-            the example's (export: batch, sequence and image height/width; dynamo: every
-            dimension the model does not fix).
+        dynamic: dynamo and export: which dimensions accept other sizes than the example's.
+            True: batch and sequence (export), every dimension the model does not fix (dynamo),
+            but for an image's height and width, which stay the example's: tracing them
+            symbolic costs 20x on window-attention models (a 2-layer Swin: 30 s against
+            1.5 s), and a call at another resolution is refused with an error naming the input
+            (`IMAGE_SIZE_NOTE`). "all": image height and width too. False: no dimension.
 
     Raises:
         ValueError: bad `mode`, an `input_names` entry that is not a forward parameter,
@@ -383,7 +398,7 @@ class _OutputTypeTracer(torch.fx.Tracer):
 
 
 def _trace_dynamo(
-    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: bool
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: Dynamic
 ) -> GraphModule:
     """TorchDynamo's torch-level graph of `model` on keyword inputs.
 
@@ -392,13 +407,17 @@ def _trace_dynamo(
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
     in export graphs; `guard_inputs` checks them again at the top of the graph. Weights get
     the model's names and module tree back (`restore_model_names`).
-    `dynamic=False` makes every dimension static.
-
-    Dynamic image sizes cost the most: Dynamo's symbolic reasoning (sympy) about a 2-layer
-    Swin's window partitions and padding on dynamic height and width is ~95% of its 30-40 s
-    trace (about 1.5 s with them static, which would refuse calls at other resolutions).
+    `dynamic=False` makes every dimension static; `dynamic=True` all but an image's height and
+    width (marked static on a copy of the input, so the caller's tensor is left alone): Dynamo's
+    symbolic reasoning (sympy) about a 2-layer Swin's window partitions and padding on dynamic
+    height and width is ~95% of its 30 s trace.
     """
     inputs = _export_inputs(model, names, example)
+    images = _image_inputs(inputs) if dynamic is True else {}
+    for name, image_dims in images.items():
+        inputs[name] = inputs[name].clone()
+        for dim in image_dims:
+            torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
     result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
@@ -411,7 +430,7 @@ def _trace_dynamo(
         if isinstance(traced := node.meta.get("val"), torch.Tensor)
         and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
     }
-    guard_inputs(graph_module, list(inputs))
+    guard_inputs(graph_module, list(inputs), notes={name: IMAGE_SIZE_NOTE for name in images})
     signature.record(graph_module, model, list(inputs))
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="dynamo",
@@ -436,12 +455,12 @@ def record_example_values(graph_module: GraphModule) -> None:
 
 
 def _trace_export(
-    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: bool
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: Dynamic
 ) -> GraphModule:
     """torch.export (non-strict) on keyword inputs, dynamic where it can be, static otherwise."""
     inputs = _export_inputs(model, names, example)
     register_cache_pytrees(model)
-    requested = _requested_dynamic_dims(inputs) if dynamic else {}
+    requested = _requested_dynamic_dims(inputs, dynamic)
     dynamic_failure: str | None = None
     try:
         program = _export(model, inputs, requested)
@@ -509,12 +528,24 @@ def _export_inputs(
     )
 
 
-def _requested_dynamic_dims(inputs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Per tensor input, the batch / sequence / spatial dimensions to keep dynamic."""
-    requested = {
-        name: varying_dims(name, value)
+def _image_inputs(inputs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Per image input, its height and width dimensions."""
+    images = {
+        name: image_size_dims(name, value)
         for name, value in inputs.items()
         if isinstance(value, torch.Tensor)
+    }
+    return {name: dims for name, dims in images.items() if dims}
+
+
+def _requested_dynamic_dims(inputs: dict[str, Any], dynamic: Dynamic) -> dict[str, tuple[int, ...]]:
+    """Per tensor input, the batch / sequence (and with dynamic="all" image height / width)
+    dimensions to keep dynamic."""
+    if dynamic is False:
+        return {}
+    dims_of = varying_dims if dynamic == "all" else default_dynamic_dims
+    requested = {
+        name: dims_of(name, value) for name, value in inputs.items() if isinstance(value, torch.Tensor)
     }
     return {name: dims for name, dims in requested.items() if dims}
 

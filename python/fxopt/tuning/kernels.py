@@ -184,6 +184,7 @@ register("linear", "aten", _always, _aten_linear)
 register("linear", "onednn", hardware.onednn_linear_available, _onednn_linear(fused=False))
 register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_linear(fused=True))
 register("int8_linear", "float32", _always, _aten_linear)
+register("int8_linear", "bfloat16", _always, _aten_linear)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))
 for _engine in dynamic_int8.ENGINES:
     _name = f"int8_{_engine}"
