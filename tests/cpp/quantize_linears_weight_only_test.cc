@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
+#include "kernels/int8_weight_mm.h"
 #include "norm_fixtures.h"
 #include "passes/quantize_linears_weight_only.h"
 
@@ -90,10 +92,10 @@ TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEvery
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndReversesExactly) {
-  linear_module("fc", 40, 7, true);  // sizes off the kernel's blocks: 16 columns, 4 rows
-  TensorInfo x_value = input({2, 3, 40});
+  linear_module("fc", 48, 7, true);  // 7 outputs: a block of 4 rows and 3 single rows
+  TensorInfo x_value = input({2, 3, 48});
   Node* x = b.input("x");
-  program.graph.set_value_info(x, "float32", {2, 3, 40});
+  program.graph.set_value_info(x, "float32", {2, 3, 48});
   b.output(Tuple{{b.module("fc", "fc", {x})}});
   auto before = run({{"x", x_value}});
   auto graph_before = structure();
@@ -114,6 +116,23 @@ TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndRev
   apply("bfloat16", /*reverse=*/true);
   EXPECT_EQ(structure(), graph_before);
   EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST(Int8WeightMm, MatchesAPlainLoopOffItsBlocks) {
+  // 3 rows, k = 40 (two vectors of 16 and a tail of 8), n = 9 (two blocks of 4 and one row).
+  const int64_t rows = 3, k = 40, n = 9;
+  std::vector<float> x(rows * k), scale(n), y(rows * n);
+  std::vector<int8_t> w(n * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i * 37 % 255) - 127);
+  for (int64_t j = 0; j < n; ++j) scale[j] = 0.01f * float(j + 1);
+  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += double(x[r * k + i]) * w[j * k + i];
+      EXPECT_NEAR(y[r * n + j], scale[j] * sum, 1e-4) << "row " << r << ", output " << j;
+    }
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {
