@@ -12,5 +12,8 @@ python3 -m venv "$work/venv"
   --config-settings=build-dir="$work/build" \
   --config-settings=cmake.define.CMAKE_DISABLE_FIND_PACKAGE_GTest=ON
 wheel=$(ls "$work"/dist/fxopt-*.whl)
-python3 -m zipfile -l "$wheel" | grep -q 'fxopt/_core' || { echo "check_wheel: no fxopt/_core in $wheel"; exit 1; }
+# The whole listing first: `grep -q` stops reading at its match, and the lister's broken pipe
+# would then fail the pipeline (pipefail) although the engine is there.
+listing=$(python3 -m zipfile -l "$wheel")
+grep 'fxopt/_core' <<<"$listing" >/dev/null || { echo "check_wheel: no fxopt/_core in $wheel"; exit 1; }
 echo "check_wheel: $(basename "$wheel") builds without GoogleTest and holds fxopt/_core"
