@@ -48,6 +48,7 @@ import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trained_llama  # noqa: E402
 from common import RESULTS, load_line, machine_description  # noqa: E402
 
 import fxopt  # noqa: E402
@@ -73,7 +74,19 @@ def gpt2() -> transformers.PreTrainedModel:
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(pad_token_id=0))
 
 
-MODELS: dict[str, Callable[[], transformers.PreTrainedModel]] = {"llama": llama, "gpt2": gpt2}
+def llama_trained() -> transformers.PreTrainedModel:
+    return trained_llama.trained(llama)
+
+
+MODELS: dict[str, Callable[[], transformers.PreTrainedModel]] = {
+    "llama": llama,
+    "llama-trained": llama_trained,
+    "gpt2": gpt2,
+}
+DESCRIPTIONS = {
+    "llama-trained": f"briefly trained: {trained_llama.STEPS} steps on pydoc text, see bench/trained_llama.py; "
+    "the prompt is text of that corpus",
+}
 
 
 @dataclass
@@ -143,7 +156,11 @@ def bench_model(name: str, variants: list[str], rounds: int) -> list[str]:
     torch.manual_seed(0)
     base = MODELS[name]().eval()
     params = sum(p.numel() for p in base.parameters()) / 1e6
-    prompt = torch.randint(1, base.config.vocab_size, (1, PROMPT_TOKENS), generator=torch.Generator().manual_seed(0))
+    if name == "llama-trained":
+        prompt = trained_llama.prompt(PROMPT_TOKENS)
+    else:
+        seed = torch.Generator().manual_seed(0)
+        prompt = torch.randint(1, base.config.vocab_size, (1, PROMPT_TOKENS), generator=seed)
     reference_tokens = generate(base, prompt)
     reference_logits = decode_logits(base, reference_tokens)
     prepared: list[Variant] = []
@@ -166,7 +183,7 @@ def bench_model(name: str, variants: list[str], rounds: int) -> list[str]:
             v.generate_s.append(timed(lambda: generate(v.model, prompt)))
         print(f"{name}: round done", file=sys.stderr)
     lines = [
-        f"### {name} ({params:.0f}M parameters, random weights), prompt {PROMPT_TOKENS}, "
+        f"### {name} ({params:.0f}M parameters, {DESCRIPTIONS.get(name, 'random weights')}), prompt {PROMPT_TOKENS}, "
         f"{NEW_TOKENS} new tokens, batch 1",
         "",
         "| variant | prefill tok/s | decode tok/s | decode vs eager | min logit cosine "
@@ -237,7 +254,7 @@ def bench_sentence_transformers(rounds: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="llama,gpt2")
+    parser.add_argument("--models", default="llama,llama-trained,gpt2")
     parser.add_argument(
         "--variants",
         default="eager,eager-bf16,fxopt-default,fxopt-decode,fxopt-decode-int4,compile,ao-int8,ao-int4",

@@ -15,6 +15,8 @@ namespace {
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
+// fxopt's own kernel (kernels/int8_weight_mm.h) through its Python wrapper.
+const Symbol kOwnInt8Mm = Symbol::intern("fxopt.runtime.int8_weight_linear.int8_weight_linear");
 
 const char* const kWhat = "weight-only quantized Linear";
 
@@ -22,6 +24,7 @@ const char* const kWhat = "weight-only quantized Linear";
 // activation dtype and back, and the weight's bits.
 constexpr RecordKey<bool> kCast{"cast"};
 constexpr RecordKey<int64_t> kBits{"bits"};
+constexpr RecordKey<bool> kOwnKernel{"own_kernel"};  // fxopt's int8 kernel, not ATen's
 
 // An integer option, `fallback` when absent; throws naming it if it is not an integer.
 int64_t integer_option(const Dict& options, std::string_view name, int64_t fallback) {
@@ -98,18 +101,21 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
+  bool own_kernel = false;
   if (bits_ == 8) {
-    ChoiceQuery query =
-        linear_choice_query(view, "int8_weight_only", "none", {"float32", "int8_weight_only"}, 1);
-    query.dtype = activation_;  // what the kernel multiplies in: its speed depends on it
-    if (ctx.choose(*node, query) == "float32")
+    ChoiceQuery query = linear_choice_query(view, "int8_weight_only", "none",
+                                            {"float32", "int8_weight_only", "fxopt_int8"}, 1);
+    query.dtype = activation_;  // what ATen's kernel multiplies in: its speed depends on it
+    std::string picked = ctx.choose(*node, query);
+    if (picked == "float32")
       return ctx.skip(*node,
                       "the float32 Linear was measured faster here at this shape (see the pass's "
                       "choices)");
+    own_kernel = picked == "fxopt_int8";
   }
 
   const TensorInfo& weight = *view.params.tensor("weight");
-  bool cast = activation_ != "float32";
+  bool cast = activation_ != "float32" && !own_kernel;  // fxopt's kernel takes float32
   TensorInfo values, scales;
   if (bits_ == 8) {
     QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
@@ -132,24 +138,30 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   ChainBuilder chain(rewriter, node);
   Node* x = view.input;
   if (cast) x = chain.call(kToCopy, "to_activation", {x}, dtype_kwarg(activation_dtype_));
-  x = flat_linear_input(chain, view, x, rank);
+  // fxopt's kernel takes x with its leading sizes, as a Linear does: no flatten, no unflatten.
+  int chain_rank = own_kernel ? 2 : rank;
+  x = flat_linear_input(chain, view, x, chain_rank);
   Node* values_read = rewriter.read_attribute(node, values_path);
   Node* scales_read = rewriter.read_attribute(node, scales_path);
-  Node* y = bits_ == 8 ? chain.call(kInt8PackMm, "int8_weight_mm", {x, values_read, scales_read})
-                       : chain.call(kInt4PackMm, "int4_weight_mm",
-                                    {x, values_read, group_size_, scales_read});
+  Node* y = bits_ == 4 ? chain.call(kInt4PackMm, "int4_weight_mm",
+                                    {x, values_read, group_size_, scales_read})
+                       : chain.call(own_kernel ? kOwnInt8Mm : kInt8PackMm, "int8_weight_mm",
+                                    {x, values_read, scales_read});
   if (cast) y = chain.call(kToCopy, "to_float32", {y}, dtype_kwarg(float32_dtype_));
   Record extra;
   extra.set(kCast, cast);
   extra.set(kBits, bits_);
-  end_linear_chain(ctx, chain, view, node, y, rank, "int8wo_linear", /*use_recorded=*/false,
+  extra.set(kOwnKernel, own_kernel);
+  end_linear_chain(ctx, chain, view, node, y, chain_rank, "int8wo_linear", /*use_recorded=*/false,
                    std::move(*captured), {values_path, scales_path}, std::move(extra));
 }
 
 void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
                                         const RecordReader& record) const {
   bool cast = record.get(kCast);
-  Symbol product = record.get(kBits) == 4 ? kInt4PackMm : kInt8PackMm;
+  Symbol product = record.get(kBits) == 4   ? kInt4PackMm
+                   : record.get(kOwnKernel) ? kOwnInt8Mm
+                                            : kInt8PackMm;
   ChainWalker walk(node, kWhat);
   Node* y = walk_linear_chain_end(walk, node, record);
   if (cast) y = walk.operand(y, kToCopy, 0);

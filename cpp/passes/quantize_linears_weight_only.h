@@ -26,9 +26,14 @@
 // 768x2048 0.083 vs 0.235, 768x32000 1.45 vs 4.84 (2.1-3.3x faster); with float32 activations
 // the kernel is 4-5x *slower* than float32 (0.35 / 0.91 / 19.3 ms). So the activation dtype is
 // an option, and the decode preset picks bfloat16 only where the CPU has it natively.
-// Kernel choice (tuning/chooser.h), per 8-bit Linear: "float32" (leave it) or "int8_weight_only"
-// at the Linear's own sizes and activation dtype; the static fallback quantizes. 4 bits is asked
-// for by name and not chosen.
+// Kernel choice (tuning/chooser.h), per 8-bit Linear: "float32" (leave it), "int8_weight_only"
+// (the chain above) or "fxopt_int8": fxopt's own kernel (kernels/int8_weight_mm.h, called as
+// fxopt.runtime.int8_weight_linear.int8_weight_linear(%x, %w_int8, %w_scale) in place of the
+// reshapes and _weight_int8pack_mm) with float32 activations and scales, so without the casts,
+// on x of any rank; it streams the int8 weight at float32's memory
+// speed (3-5x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.7-2.3x).
+// Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only". 4 bits is
+// asked for by name and not chosen.
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
 // torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,

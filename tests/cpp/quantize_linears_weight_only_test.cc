@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "kernels/int8_weight_mm.h"
 #include "norm_fixtures.h"
 #include "passes/quantize_linears_weight_only.h"
 
@@ -10,9 +14,20 @@ const std::string kSig = "QuantizeLinearsWeightOnly-test";
 
 class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing::NormFixture {
  protected:
-  PassResult apply(std::string activation, bool reverse = false, int bits = 8) {
+  PassResult apply(std::string activation, bool reverse = false, int bits = 8,
+                   Chooser& chooser = static_chooser()) {
     return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, 4),
-                    program, edits, ops, kSig, reverse);
+                    program, edits, ops, kSig, reverse, chooser);
+  }
+};
+
+// Answers every query with fxopt's own int8 kernel.
+class OwnKernelChooser final : public Chooser {
+ public:
+  KernelChoice choose(const ChoiceQuery& query) override {
+    return {size_t(std::find(query.candidates.begin(), query.candidates.end(), "fxopt_int8") -
+                   query.candidates.begin()),
+            0.5, "fixed"};
   }
 };
 
@@ -74,6 +89,50 @@ TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16On3dInputCastsAndReadsSizesOnEvery
   apply("bfloat16", /*reverse=*/true);
   EXPECT_EQ(structure(), graph_before);
   EXPECT_FALSE(program.attributes.contains("fc.weight_int8wo"));
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndReversesExactly) {
+  linear_module("fc", 48, 7, true);  // 7 outputs: a block of 4 rows and 3 single rows
+  TensorInfo x_value = input({2, 3, 48});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 48});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  OwnKernelChooser chooser;
+  ASSERT_EQ(apply("bfloat16", false, 8, chooser).changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int8_weight_linear.int8_weight_linear"),
+            1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 0u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32 throughout
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 0u);   // x of any rank
+  EXPECT_EQ(program.attributes.at("fc.weight_int8wo_scale").dtype, "float32");
+  double error = max_diff(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.05);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  apply("bfloat16", /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+TEST(Int8WeightMm, MatchesAPlainLoopOffItsBlocks) {
+  // 3 rows, k = 40 (two vectors of 16 and a tail of 8), n = 9 (two blocks of 4 and one row).
+  const int64_t rows = 3, k = 40, n = 9;
+  std::vector<float> x(rows * k), scale(n), y(rows * n);
+  std::vector<int8_t> w(n * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i * 37 % 255) - 127);
+  for (int64_t j = 0; j < n; ++j) scale[j] = 0.01f * float(j + 1);
+  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += double(x[r * k + i]) * w[j * k + i];
+      EXPECT_NEAR(y[r * n + j], scale[j] * sum, 1e-4) << "row " << r << ", output " << j;
+    }
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/int8_weight_mm.h"
 #include "reference_interpreter.h"
 
 namespace fxopt::testing {
@@ -83,6 +84,22 @@ Value weight_int8pack_mm(ReferenceInterpreter& in, const Node&, const std::vecto
   return in.ops().make({m, n}, std::move(out), a.dtype);
 }
 
+// fxopt's own kernel (kernels/int8_weight_mm.h), run for real on float copies of the values:
+// the pass test then checks the graph and the kernel together.
+Value own_int8_weight_linear(ReferenceInterpreter& in, const Node&,
+                             const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &s = tensor(args, 2);
+  int64_t k = a.shape.back(), n = b.shape.at(0), m = 1;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d) m *= a.shape[d];
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b), &sv = in.ops().values(s);
+  std::vector<float> x(av.begin(), av.end()), scale(sv.begin(), sv.end()), y(size_t(m * n));
+  std::vector<int8_t> w(bv.begin(), bv.end());
+  int8_weight_mm(x.data(), m, k, w.data(), scale.data(), n, y.data());
+  std::vector<int64_t> shape = a.shape;
+  shape.back() = n;
+  return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), "float32");
+}
+
 // aten._weight_int4pack_mm_for_cpu on the reference layout of QuantizedGroups (one int32 per
 // element, [N, K]): a times ((q - 8) * scale + zero) transposed, per group of columns.
 Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
@@ -150,6 +167,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   add("fxopt.runtime.dynamic_int8.dynamic_int8_linear", dynamic_int8_linear);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
+  add("fxopt.runtime.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

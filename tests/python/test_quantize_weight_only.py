@@ -48,6 +48,45 @@ def test_quantizes_every_linear_and_reverses_exactly(
     assert torch.equal(restored(x), model(x))
 
 
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_path) -> None:
+    """The candidate the chooser picks at a decoding step on AVX-512 CPUs, pinned here: float32
+    activations into fxopt's kernel (kernels/int8_weight_mm.h); the same int8 weights as ATen's
+    kernel, so the results agree to float32 rounding; saved and loaded like any graph."""
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(1, 3, 64)
+    gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    if mode == "symbolic":
+        ShapeProp(gm).propagate(x)
+    atens = QuantizeLinearsWeightOnly(torch.float32)(copy.deepcopy(gm))
+    with fxopt.tuning.pinned(int8_weight_only="fxopt_int8"):
+        transformation = QuantizeLinearsWeightOnly(torch.bfloat16)
+        own = transformation(copy.deepcopy(gm))
+    assert "int8_weight_linear" in own.code and "_weight_int8pack_mm" not in own.code and "_to_copy" not in own.code
+    torch.testing.assert_close(own(x), atens(x), rtol=1e-5, atol=1e-5)
+    if mode == "symbolic":
+        other = torch.randn(2, 5, 64)
+        torch.testing.assert_close(own(other), atens(other), rtol=1e-5, atol=1e-5)
+    fxopt.save(own, tmp_path / "own.fxopt")
+    torch.testing.assert_close(fxopt.load(tmp_path / "own.fxopt")(x), own(x), rtol=0, atol=0)
+    restored = transformation(own, reverse=True)
+    assert restored.code == gm.code
+    assert torch.equal(restored(x), model(x))
+
+
+def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
+    from fxopt.runtime.int8_weight_linear import int8_weight_linear
+
+    weight, scales = torch.ones(4, 8, dtype=torch.int8), torch.ones(4)
+    torch.testing.assert_close(int8_weight_linear(torch.ones(3, 2, 8), weight, scales), torch.full((3, 2, 4), 8.0))
+    with pytest.raises(ValueError):
+        int8_weight_linear(torch.ones(2, 7), weight, scales)  # k differs
+    with pytest.raises(TypeError):
+        int8_weight_linear(torch.ones(2, 8), weight.float(), scales)
+    with pytest.raises(ValueError):
+        int8_weight_linear(torch.ones(2, 8), weight.t().contiguous().t(), scales)
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="bits=8 or bits=4"):
         QuantizeLinearsWeightOnly(bits=2)

@@ -12,8 +12,8 @@ import fxopt
 from fxopt import tuning
 from fxopt.optimization import FuseLinearActivationOneDnn, QuantizeLinearsInt8, QuantizeLinearsWeightOnly, compose
 from fxopt.tuning import chooser as chooser_module
-from fxopt.tuning import kernels
-from fxopt.tuning.cache import ChoiceCache
+from fxopt.tuning import kernels, measure
+from fxopt.tuning.cache import ChoiceCache, machine_key
 
 from conftest import build_model, tiny_bert_config, token_inputs
 
@@ -179,11 +179,23 @@ def test_real_timings_pick_a_candidate_that_runs(measuring):
         ("linear", ["aten", "onednn"], "none,no_bias"),
         ("int8_linear", ["float32", "int8_per_token", "int8_onednn", "int8_fbgemm"], "none"),
         ("int8_linear", ["float32", "int8_per_token", "int8_onednn", "int8_fbgemm"], "none,no_bias"),
-        ("int8_weight_only", ["float32", "int8_weight_only"], "none"),
+        ("int8_weight_only", ["float32", "int8_weight_only", "fxopt_int8"], "none"),
     ):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
     assert choices.spent_s > 0
+
+
+def test_every_timed_call_follows_a_cache_eviction(monkeypatch):
+    """Inside a model a Linear's weight is not in the core's cache when it runs (the other layers
+    ran since), so the micro-benchmark never times a call right after another."""
+    events: list[str] = []
+    monkeypatch.setattr(measure, "_evict", lambda: events.append("evict"))
+    times = measure.best_times({"a": lambda: events.append("a"), "b": lambda: events.append("b")}, rounds=2)
+    assert set(times) == {"a", "b"} and all(t > 0 for t in times.values())
+    after = [events[i - 1] if i else None for i, event in enumerate(events) if event != "evict"]
+    assert after.count("evict") == len(after) - 2  # all but one untimed warm-up per runner
+    assert "evicted" in machine_key()  # choices timed back to back are not reused
 
 
 def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkeypatch):
@@ -201,7 +213,7 @@ def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkey
 
 
 def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
-    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 2.0})
+    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 2.0, "fxopt_int8": 2.0})
     _, gm, inputs = traced_bert()
     pass_ = QuantizeLinearsWeightOnly()
     out = compose(pass_, inplace=False)(gm)
@@ -209,9 +221,24 @@ def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
     assert {c.picked for c in pass_.report.choices} == {"float32"}
     assert {c.op for c in pass_.report.choices} == {"int8_weight_only"}
     assert out.code == gm.code
-    fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 0.5})
-    measuring.cache = ChoiceCache(measuring.cache.directory / "again")
-    pass_ = QuantizeLinearsWeightOnly()
-    out = compose(pass_, inplace=False)(gm)
-    assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {"int8_weight_only"}
-    torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
+    for fastest, product in (("int8_weight_only", "_weight_int8pack_mm"), ("fxopt_int8", "int8_weight_linear")):
+        fake_timings(monkeypatch, {"float32": 1.0, "int8_weight_only": 0.5, "fxopt_int8": 0.5} | {fastest: 0.25})
+        measuring.cache = ChoiceCache(measuring.cache.directory / fastest)
+        pass_ = QuantizeLinearsWeightOnly()
+        out = compose(pass_, inplace=False)(gm)
+        assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {fastest}
+        assert product in out.code
+        torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
+        assert pass_(out, reverse=True).code == gm.code
+
+
+def test_a_rewrite_is_preferred_by_measurement_once_per_key(measuring, monkeypatch):
+    """optimize_model's verdict per block (graph or the block's own forward) follows the chooser's
+    rules: timed once, cached, and the rewrite only where it is MARGIN faster."""
+    timed = fake_timings(monkeypatch, {"rewritten": 0.5, "unchanged": 1.0})
+    assert measuring.prefers_rewrite("block", lambda: None, lambda: None)
+    assert measuring.prefers_rewrite("block", lambda: None, lambda: None) and len(timed) == 1
+    fake_timings(monkeypatch, {"rewritten": 0.99, "unchanged": 1.0})
+    assert not measuring.prefers_rewrite("another block", lambda: None, lambda: None)
+    monkeypatch.setattr(measuring, "mode", "static")
+    assert measuring.prefers_rewrite("another block", lambda: None, lambda: None)

@@ -435,7 +435,7 @@ def int8_kernel_available() -> bool:
 
 
 class QuantizeLinearsWeightOnly(BuiltinTransformation):
-    """Float32 Linears read an int8 (or int4) copy of their weight through ATen's CPU kernels.
+    """Float32 Linears read an int8 (or int4) copy of their weight through a weight-only kernel.
 
     Opt-in and not computation-preserving: weight-only int8 for decoding, where every new token
     reads every weight once and fewer bytes per weight is what makes it faster. Each weight is
@@ -450,10 +450,14 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
     of a row, through ``aten._weight_int4pack_mm_for_cpu``; Linears whose in_features is not a
     multiple of `group_size` or whose out_features is not a multiple of 16 are skipped.
 
-    Measured on an Intel Xeon with AVX512-BF16 and AMX (one thread, one token): with bfloat16
-    activations 2.1-3.3x faster than a float32 Linear (768x768 to 768x32000); with float32
-    activations 4-5x slower. :func:`weight_only_activation` is where that choice is made.
-    Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
+    Kernels for 8 bits, chosen per Linear by measurement (fxopt.tuning): ATen's
+    ``_weight_int8pack_mm`` (activations cast to `activation`) or fxopt's own
+    (``fxopt.runtime.int8_weight_linear``: float32 activations, no casts). Measured on an Intel
+    Xeon with AVX512-BF16 and AMX (one thread, one token, weights not in cache as inside a
+    model): ATen's 1.8-2.3x faster than a float32 Linear with bfloat16 activations and 4-5x
+    slower with float32 ones (:func:`weight_only_activation` is where that dtype is chosen);
+    fxopt's 3-5x faster. Skipped, with the reason: non-float32 or non-CPU weights, inputs of
+    unknown rank.
     """
 
     def __init__(self, activation: torch.dtype = torch.bfloat16, bits: int = 8, group_size: int = 32) -> None:
@@ -478,11 +482,12 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
 
 
 def weight_only_activation() -> torch.dtype | None:
-    """The activation dtype weight-only int8 Linears pay off with on this CPU, or None.
+    """The activation dtype ATen's weight-only int8 kernel pays off with on this CPU, or None.
 
-    The one place the activation dtype is chosen: the int8 kernel with bfloat16 activations beat
+    The one place that dtype is chosen: ATen's int8 kernel with bfloat16 activations beat
     float32 Linears at every decode shape measured, with float32 activations it lost 4-5x, and
-    bfloat16 is only fast where the CPU has it. Whether each Linear then pays at its own sizes
-    is measured (fxopt.tuning, op `int8_weight_only`).
+    bfloat16 is only fast where the CPU has it. Whether each Linear then pays at its own sizes,
+    and whether fxopt's own kernel (float32 activations) beats both, is measured (fxopt.tuning,
+    op `int8_weight_only`).
     """
     return torch.bfloat16 if fast_bfloat16_cpu() else None

@@ -4,6 +4,7 @@ shapes and caches the answers per CPU and torch version."""
 
 from __future__ import annotations
 
+from . import fxopt_kernels  # noqa: F401 - registers the candidates of fxopt's own kernels
 from .chooser import MODES, GraphChoices, KernelChooser, Mode, configure, current, pinned
 from .kernels import Problem, register
 

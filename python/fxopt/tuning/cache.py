@@ -3,7 +3,7 @@ nothing.
 
 One JSON file per machine and torch version (`choices-<key>.json` in `$FXOPT_CACHE_DIR`, else
 `~/.cache/fxopt`): the file name holds the CPU model, the flags that decide which kernels pay,
-torch's version and the thread count, so a choice measured elsewhere is never reused. Inside,
+torch's version, the thread count and how measure.py times, so a choice measured elsewhere is never reused. Inside,
 entries are keyed by the query (op, shape, dtype, variant and the candidates). A cache that
 cannot be read or written is ignored: tuning then runs again, nothing fails.
 """
@@ -27,10 +27,15 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "fxopt"
 
 
+TIMING = "evicted"
+"""How measure.py times (each call after a cache eviction): choices timed another way are not
+reused."""
+
+
 def machine_key() -> str:
     """What a measurement depends on beyond the query itself."""
     return "|".join(
-        [hardware.cpu_model(), ",".join(hardware.cpu_flags()), torch.__version__, f"{torch.get_num_threads()}t"]
+        [hardware.cpu_model(), ",".join(hardware.cpu_flags()), torch.__version__, f"{torch.get_num_threads()}t", TIMING]
     )
 
 

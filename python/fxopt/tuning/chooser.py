@@ -21,7 +21,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal, cast
 
 import torch
@@ -60,6 +60,23 @@ class KernelChooser:
 
     def for_graph(self, gm: torch.fx.GraphModule | None) -> GraphChoices:
         return GraphChoices(self, gm)
+
+    def prefers_rewrite(self, key: str, rewritten: Callable[[], object], unchanged: Callable[[], object]) -> bool:
+        """Whether a rewritten computation (optimize_model's graph for a block) should replace
+        the unchanged one, by the rules of a kernel query without pins: mode static, or cached
+        with no entry: yes (the rewrite, as the passes' fallbacks); an entry of the cache under
+        `key`; else timed now (the rewrite must be MARGIN faster) and cached, so a second
+        optimize of the same model times nothing."""
+        entry = None if self.mode == "static" else self.cache.get(key)
+        if entry is None:
+            if self.mode != "measure":
+                return True
+            with torch.no_grad():
+                times = best_times({"rewritten": rewritten, "unchanged": unchanged})
+            ratio = times["rewritten"] / times["unchanged"]
+            entry = {"picked": "rewritten" if ratio < 1 - MARGIN else "unchanged", "ratio": ratio, "seconds": times}
+            self.cache.put(key, entry)
+        return entry["picked"] == "rewritten"
 
 
 class GraphChoices:

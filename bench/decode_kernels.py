@@ -1,0 +1,97 @@
+"""One Linear at one token (a decoding step), each weight form fxopt can emit, side by side.
+
+Inside a model a Linear's weight is not in cache when it runs (the other layers ran since), and
+at one token reading it is nearly the whole cost. So each kernel here cycles through copies of
+its weight totalling about 120 MB of float32, and a call's time is that of a weight streamed in:
+float32 (`F.linear`), bfloat16 (`F.linear` on bfloat16 copies), ATen's weight-only int8 with
+bfloat16 activations (`_weight_int8pack_mm`, what QuantizeLinearsWeightOnly's `int8_weight_only`
+emits), fxopt's own int8 kernel with float32 activations (`fxopt_int8`,
+fxopt.runtime.int8_weight_linear) and ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
+bfloat16 activations: `decode-int4`). Kernels run in turns, round after round (median and range
+of `--rounds`). Shapes: the Llama of bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
+
+Run: `python bench/decode_kernels.py [--threads N]`; writes bench/results/decode_kernels_t<N>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, load_line, machine_description  # noqa: E402
+
+from fxopt.engine.tensor_ops import TorchTensorOps  # noqa: E402
+from fxopt.runtime.int8_weight_linear import int8_weight_linear  # noqa: E402
+
+SHAPES = ((768, 768), (768, 2048), (2048, 768), (768, 32000))  # (in, out)
+STREAMED_BYTES = 120e6
+WEIGHTS = TorchTensorOps()  # quantized exactly as the passes quantize
+
+
+def kernels(k: int, n: int) -> dict[str, list[Callable[[], object]]]:
+    """Per kernel, one call per weight copy."""
+    copies = max(2, int(STREAMED_BYTES // (n * k * 4)))
+    x = torch.randn(1, k)
+    xb = x.bfloat16()
+    floats = [torch.randn(n, k) / k**0.5 for _ in range(copies)]
+    int8 = [WEIGHTS.quantize_rows_int8(w) for w in floats]
+    int4 = [WEIGHTS.quantize_groups_int4(w, 32) for w in floats]
+    return {
+        "float32": [lambda w=w: F.linear(x, w) for w in floats],
+        "bfloat16": [lambda w=w.bfloat16(): F.linear(xb, w) for w in floats],
+        "ATen int8, bf16 activations": [
+            lambda v=v, s=s.bfloat16(): torch.ops.aten._weight_int8pack_mm(xb, v, s) for v, s in int8
+        ],
+        "fxopt int8, fp32 activations": [lambda v=v, s=s: int8_weight_linear(x, v, s) for v, s in int8],
+        "ATen int4, bf16 activations": [
+            lambda p=p, sz=sz.bfloat16(): torch.ops.aten._weight_int4pack_mm_for_cpu(xb, p, 32, sz)
+            for p, sz in int4
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    lines = [f"# One Linear at one token, weights streamed, {args.threads} thread(s)", "", *machine_description()]
+    lines += [f"- rounds: {args.rounds}, interleaved; ms per call, median (min-max); x = float32 / kernel", ""]
+    rows: list[str] = []
+    names: list[str] = []
+    for k, n in SHAPES:
+        candidates = kernels(k, n)
+        names = list(candidates)
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        with torch.no_grad():
+            for _ in range(args.rounds):
+                for name, calls in candidates.items():
+                    start = time.perf_counter()
+                    for call in calls:
+                        call()
+                    times[name].append((time.perf_counter() - start) / len(calls) * 1e3)
+        base = statistics.median(times["float32"])
+        cells = [
+            f"{statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) {base / statistics.median(t):.2f}x"
+            for t in times.values()
+        ]
+        rows.append(f"| {k} x {n} | " + " | ".join(cells) + " |")
+    lines += ["| in x out | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|", *rows, ""]
+    lines.append(load_line())
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (RESULTS / f"decode_kernels_t{args.threads}.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#include "kernels/int8_weight_mm.h"
+
+#include <immintrin.h>
+
+namespace fxopt {
+namespace {
+
+float dot_scalar(const float* x, const int8_t* w, int64_t from, int64_t to) {
+  float sum = 0.0f;
+  for (int64_t i = from; i < to; ++i) sum += x[i] * float(w[i]);
+  return sum;
+}
+
+void portable(const float* x, int64_t rows, int64_t k, const int8_t* w, const float* scale,
+              int64_t n, float* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      y[r * n + j] = scale[j] * dot_scalar(x + r * k, w + j * k, 0, k);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FXOPT_AVX512 __attribute__((target("avx512f")))
+
+// Output channels j0 .. j0+B-1 for every row of x: the B weight rows (B*k bytes) stay in L1
+// while the activation rows pass, so each weight byte comes from memory once. The next block's
+// rows are prefetched while this one is multiplied: the hardware prefetcher does not follow B
+// interleaved short rows, and without it the kernel streamed half as fast (measured 0.096 vs
+// 0.044 ms at 768x768, one row).
+template <int B>
+FXOPT_AVX512 void block_avx512(const float* x, int64_t rows, int64_t k, const int8_t* w,
+                               const float* scale, int64_t n, float* y, int64_t j0) {
+  int64_t vector_end = k - k % 16;
+  const int8_t* next = j0 + 2 * B <= n ? w + (j0 + B) * k : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * k;
+    __m512 acc[B];
+    for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < vector_end; i += 16) {
+      if (next && r == 0 && i % 64 == 0)  // one prefetch per cache line, on the first pass
+        for (int b = 0; b < B; ++b)
+          _mm_prefetch(reinterpret_cast<const char*>(next + b * k + i), _MM_HINT_T0);
+      __m512 xv = _mm512_loadu_ps(xr + i);
+      for (int b = 0; b < B; ++b) {
+        __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (j0 + b) * k + i));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), xv, acc[b]);
+      }
+    }
+    for (int b = 0; b < B; ++b) {
+      const int8_t* row = w + (j0 + b) * k;
+      float sum = _mm512_reduce_add_ps(acc[b]) + dot_scalar(xr, row, vector_end, k);
+      y[r * n + j0 + b] = scale[j0 + b] * sum;
+    }
+  }
+}
+
+FXOPT_AVX512 void avx512(const float* x, int64_t rows, int64_t k, const int8_t* w,
+                         const float* scale, int64_t n, float* y) {
+  constexpr int kBlock = 4;
+  int64_t j = 0;
+  for (; j + kBlock <= n; j += kBlock) block_avx512<kBlock>(x, rows, k, w, scale, n, y, j);
+  for (; j < n; ++j) block_avx512<1>(x, rows, k, w, scale, n, y, j);
+}
+
+bool has_avx512() {
+  static const bool supported = __builtin_cpu_supports("avx512f");
+  return supported;
+}
+#endif
+
+}  // namespace
+
+void int8_weight_mm(const float* x, int64_t rows, int64_t k, const int8_t* w, const float* scale,
+                    int64_t n, float* y) {
+#ifdef FXOPT_AVX512
+  if (has_avx512()) return avx512(x, rows, k, w, scale, n, y);
+#endif
+  portable(x, rows, k, w, scale, n, y);
+}
+
+}  // namespace fxopt
