@@ -223,19 +223,13 @@ def preset_passes(preset: str) -> Callable[[Subject, GraphModule], list[Transfor
 
 
 def calibration(subject: Subject) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
-    """What calibrating variants calibrate on: for a model with real text, the first batch of
-    calibration sentences chooses and the other batches and every held-out sentence check the
-    bound (batches of the timed batch size, which the graph is traced for); else the generated
-    inputs it is timed on (so its bound holds on those only: say so next to its accuracy)."""
+    """What calibrating variants calibrate on: for a model with real text, the sentences
+    (`sentences.calibration_for`: in batches of the timed batch size, which the graph is traced
+    for); else the generated inputs it is timed on (so its bound holds on those only: say so
+    next to its accuracy)."""
     if not subject.real_text:
         return subject.inputs, []
-    batch, seq = subject.inputs["input_ids"].shape
-
-    def like(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
-        return [{name: b[name] for name in subject.inputs} for b in batches]
-
-    chooser, *others = like(sentences.batches(sentences.CALIBRATION, batch, seq))
-    return chooser, [*others, *like(sentences.batches(sentences.HELD_OUT, batch, seq))]
+    return sentences.calibration_for(subject.inputs)
 
 
 def calibrated_preset(preset: str) -> Callable[[Subject, GraphModule], list[Transformation]]:

@@ -181,21 +181,14 @@ def _transformations(args: argparse.Namespace, console: Console) -> list[Transfo
 
 def _calibrate(transformations: list[Transformation], loaded: models.LoadedModel, inputs: Inputs) -> None:
     """Real sentences for the passes that calibrate on real inputs (fast's int8 Linears), where
-    the model has them (the bundled MiniLM): the first calibration batch chooses, the other
-    calibration batches and every held-out sentence check. Batches have the size of `inputs`
-    (what the graph is traced for). Other models run those passes without, which they report."""
+    the model has them (the bundled MiniLM; `sentences.calibration_for`). Other models run those
+    passes without, which they report."""
     if not loaded.real_text or not isinstance(inputs, dict):
         return
-    batch, seq = inputs["input_ids"].shape
-
-    def like_inputs(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
-        return [{name: b[name] for name in inputs} for b in batches]
-
-    chooser, *others = like_inputs(sentences.batches(sentences.CALIBRATION, batch, seq))
-    held_out = like_inputs(sentences.batches(sentences.HELD_OUT, batch, seq))
+    chooser, checks = sentences.calibration_for(inputs)
     for transformation in transformations:
         if isinstance(transformation, CalibratedPass):
-            transformation.calibrate_on(chooser, [*others, *held_out])
+            transformation.calibrate_on(chooser, checks)
 
 
 def _saves_pt2(args: argparse.Namespace) -> bool:

@@ -66,6 +66,19 @@ def batches(sentences: tuple[str, ...], batch: int, length: int) -> list[dict[st
     return [_window(sentences, start * batch, batch, length) for start in range(count)]
 
 
+def calibration_for(like: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """Calibration inputs shaped as `like` (its batch and sequence sizes, its input names, which
+    the graph was traced for): the first batch of calibration sentences chooses; the other
+    calibration batches and every held-out sentence check the bound."""
+    batch, seq = like["input_ids"].shape
+
+    def shaped(batches: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+        return [{name: b[name] for name in like} for b in batches]
+
+    chooser, *others = shaped(batches(CALIBRATION, batch, seq))
+    return chooser, [*others, *shaped(batches(HELD_OUT, batch, seq))]
+
+
 def _window(sentences: tuple[str, ...], start: int, batch: int, length: int) -> dict[str, torch.Tensor]:
     """`batch` of `sentences` from `start` on, wrapping around, tokenized."""
     return minilm_batch(tuple(sentences[(start + i) % len(sentences)] for i in range(batch)), length)
