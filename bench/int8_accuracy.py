@@ -70,10 +70,7 @@ def fxopt_variant(traced: torch.fx.GraphModule, passes: list[Any]) -> tuple[torc
 
 def with_int8(int8: QuantizeLinearsInt8) -> list[Any]:
     """`default` with the int8 pass before the oneDNN fusion, which would hide the Linears."""
-    specs = presets.preset_passes("default")
-    rest = [s for s in specs if s != "FuseLinearActivationOneDnn"]
-    fusion = [s for s in specs if s == "FuseLinearActivationOneDnn"]
-    return [*presets.build_all(rest), int8, *presets.build_all(fusion)]
+    return presets.with_steps_before_fusions("default", [int8])
 
 
 def ao_int8(model: nn.Module, per_channel: bool) -> nn.Module:

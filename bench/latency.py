@@ -256,10 +256,7 @@ def int8_passes(calibrated: bool, smoothed: bool = False) -> Callable[[Subject, 
             int8.insert(0, SmoothLinearInputs(calibrate=True))
         for step in int8:
             step.calibrate_on(*calibration(subject))
-        specs = presets.preset_passes("default")
-        fusion = [s for s in specs if s == "FuseLinearActivationOneDnn"]
-        rest = [s for s in specs if s != "FuseLinearActivationOneDnn"]
-        return [*presets.build_all(rest), *int8, *presets.build_all(fusion)]
+        return presets.with_steps_before_fusions("default", int8)
 
     return passes
 

@@ -12,6 +12,10 @@ struct Form {
   std::vector<std::string> methods;
   std::string aten;
   std::string approximate;  // GELU's approximate argument; empty for the others
+  // Spellings of a clamp that are this activation only for the bounds below: nn.ReLU6 reaches
+  // Dynamo graphs as F.hardtanh(x, 0.0, 6.0).
+  std::vector<std::string> clamps;
+  double low = 0, high = 0;
 };
 
 const std::vector<Form>& forms() {
@@ -22,7 +26,15 @@ const std::vector<Form>& forms() {
        {"relu"},
        "aten.relu.default",
        ""},
-      {"relu6", "ReLU6", {"torch.nn.functional.relu6"}, {}, "aten.relu6.default", ""},
+      {"relu6",
+       "ReLU6",
+       {"torch.nn.functional.relu6"},
+       {},
+       "aten.relu6.default",
+       "",
+       {"torch.nn.functional.hardtanh", "aten.hardtanh.default"},
+       0.0,
+       6.0},
       {"gelu", "GELU", {"torch._C._nn.gelu"}, {}, "aten.gelu.default", "none"},
       {"gelu_tanh", "GELU", {"torch._C._nn.gelu"}, {}, "aten.gelu.default", "tanh"},
       {"silu", "SiLU", {"torch.nn.functional.silu"}, {}, "aten.silu.default", ""},
@@ -49,9 +61,26 @@ const Form* find_form(std::string_view name) {
   return nullptr;
 }
 
-// Whether `node` is spelled as one of `form`'s calls, ignoring GELU's approximation.
+bool is_clamp(const Node& node, const Form& form) {
+  return node.kind() == NodeKind::CallFunction &&
+         std::ranges::find(form.clamps, node.target().str()) != form.clamps.end();
+}
+
+// hardtanh(x, min_val=-1, max_val=1, inplace=False) clamps to the form's bounds.
+bool clamps_to_bounds(const Node& node, const Form& form) {
+  const Arg* low = node.input(1, "min_val");
+  const Arg* high = node.input(2, "max_val");
+  return low && high && low->number() == form.low && high->number() == form.high;
+}
+
+// Whether `node` is spelled as one of `form`'s calls, ignoring GELU's approximation and the
+// bounds of a clamp.
 bool spelled_as(const Program& program, const Node& node, const Form& form, bool* aten) {
   *aten = false;
+  if (is_clamp(node, form)) {
+    *aten = node.target().str().starts_with("aten.");
+    return true;
+  }
   switch (node.kind()) {
     case NodeKind::CallModule: {
       const ModuleInfo* module = program.module(node.target());
@@ -94,6 +123,8 @@ std::vector<Trigger> activation_triggers(std::string_view name) {
                                    {NodeKind::CallFunction, Symbol::intern(f->aten)}};
   for (const std::string& t : f->functions)
     triggers.push_back({NodeKind::CallFunction, Symbol::intern(t)});
+  for (const std::string& t : f->clamps)
+    triggers.push_back({NodeKind::CallFunction, Symbol::intern(t)});
   for (const std::string& t : f->methods)
     triggers.push_back({NodeKind::CallMethod, Symbol::intern(t)});
   return triggers;
@@ -104,6 +135,8 @@ std::optional<Activation> as_activation(const Program& program, const Node& node
   for (const Form& form : forms()) {
     Activation act{form.name, nullptr, false, false};
     if (!spelled_as(program, node, form, &act.aten)) continue;
+    bool clamp = is_clamp(node, form);
+    if (clamp && !clamps_to_bounds(node, form)) continue;
     if (!form.approximate.empty()) {
       const Arg* approximate = option(program, node, "approximate");
       std::string value = approximate && approximate->is<std::string>()
@@ -111,7 +144,7 @@ std::optional<Activation> as_activation(const Program& program, const Node& node
                               : std::string("none");
       if (value != form.approximate) continue;
     }
-    const Arg* in_place = option(program, node, "inplace");
+    const Arg* in_place = clamp ? node.input(3, "inplace") : option(program, node, "inplace");
     act.in_place = in_place && *in_place == Arg(true);  // GELU's operand 1 is a string
     const Arg* input = node.input(0, "input");
     if (!input || !input->node()) {

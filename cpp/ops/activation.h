@@ -2,7 +2,8 @@
 // computes another activation in the same dialect. Activations by name:
 //   name       module            torch function / method          ATen (torch.export)
 //   relu       nn.ReLU           torch.relu, F.relu, x.relu()     aten.relu.default
-//   relu6      nn.ReLU6          F.relu6                          aten.relu6.default
+//   relu6      nn.ReLU6          F.relu6, F.hardtanh(x, 0, 6)     aten.relu6.default,
+//                                                                  aten.hardtanh.default(x, 0, 6)
 //   gelu       nn.GELU()         F.gelu(x)                        aten.gelu.default(x)
 //   gelu_tanh  nn.GELU('tanh')   F.gelu(x, approximate='tanh')    aten.gelu.default(x, approximate='tanh')
 //   silu       nn.SiLU           F.silu                           aten.silu.default

@@ -72,7 +72,53 @@ bool read_function_form(const Node& node, const FunctionForm& form, Conv* conv,
   return true;
 }
 
+// An int or int sequence operand as one value per spatial dimension (`fallback` if absent).
+std::optional<std::vector<int64_t>> per_dim(const Arg* value, int dims, int64_t fallback) {
+  if (!value) return std::vector<int64_t>(dims, fallback);
+  if (std::optional<int64_t> one = value->integer()) return std::vector<int64_t>(dims, *one);
+  const std::vector<Arg>* items = value->sequence();
+  if (!items || (items->size() != 1 && int(items->size()) != dims)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Arg& item : *items) {
+    std::optional<int64_t> i = item.integer();
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  if (out.size() == 1) out.assign(dims, out[0]);
+  return out;
+}
+
 }  // namespace
+
+std::optional<ConvGeometry> conv_geometry(const Program& program, const Conv& conv,
+                                          std::string* why_not) {
+  if (conv.transposed) {
+    *why_not = "it is a transposed convolution";
+    return std::nullopt;
+  }
+  const Node& node = *conv.params.node;
+  auto operand = [&](size_t index, std::string_view name) -> const Arg* {
+    if (node.kind() != NodeKind::CallModule) return node.input(index, name);
+    return program.module(node.target())->attribute(name);
+  };
+  if (node.kind() == NodeKind::CallModule) {
+    const Arg* mode = operand(0, "padding_mode");
+    if (mode && *mode != Arg("zeros")) {
+      *why_not = "its padding mode is not zeros";
+      return std::nullopt;
+    }
+  }
+  std::optional<std::vector<int64_t>> stride = per_dim(operand(3, "stride"), conv.spatial_dims, 1);
+  std::optional<std::vector<int64_t>> padding =
+      per_dim(operand(4, "padding"), conv.spatial_dims, 0);
+  std::optional<std::vector<int64_t>> dilation =
+      per_dim(operand(5, "dilation"), conv.spatial_dims, 1);
+  if (!stride || !padding || !dilation) {
+    *why_not = "its stride, padding or dilation is not constant integers";
+    return std::nullopt;
+  }
+  return ConvGeometry{std::move(*stride), std::move(*padding), std::move(*dilation)};
+}
 
 std::vector<Trigger> conv_triggers() {
   std::vector<Trigger> triggers;

@@ -30,9 +30,19 @@ struct Conv {
   int64_t out_channels() const { return transposed ? weight().dim(1) * groups : weight().dim(0); }
 };
 
+// Stride, zero padding and dilation of a convolution, one value per spatial dimension.
+struct ConvGeometry {
+  std::vector<int64_t> stride, padding, dilation;
+};
+
 // Every (kind, target) that may be a convolution; call_module triggers name module types.
 std::vector<Trigger> conv_triggers();
 // The view of `node`, or nullopt with `why_not` saying what does not fit.
 std::optional<Conv> as_conv(const Program& program, Node* node, std::string* why_not);
+// The geometry of a (not transposed) convolution, from its module or operands; nullopt with
+// `why_not` where it is not constant integers and zero padding ('same', padding_mode
+// 'reflect', a transposed convolution).
+std::optional<ConvGeometry> conv_geometry(const Program& program, const Conv& conv,
+                                          std::string* why_not);
 
 }  // namespace fxopt

@@ -26,6 +26,7 @@ constexpr std::array kMatchingFunctions = {
     "aten.embedding.default",
     "aten.rms_norm.default",
     "mkldnn._linear_pointwise.default",
+    "fxopt.runtime.onednn_conv.conv_pointwise",
     "torch.addmm",
     "torch.baddbmm",
     "torch.nn.functional.layer_norm",

@@ -1,13 +1,13 @@
 #include "passes/fuse_linear_activation_onednn.h"
 
 #include <algorithm>
-#include <stdexcept>
 
-#include "ops/activation.h"
 #include "ops/effects.h"
 #include "ops/targets.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
+#include "passes/onednn_dtypes.h"
+#include "passes/onednn_post_op.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
@@ -16,51 +16,11 @@ namespace {
 // The record: the Linear and activation nodes the fused call replaced, captured.
 constexpr RecordKey<Arg> kNodes{"nodes"};
 
-// How oneDNN's fused linear names a post-op.
-struct PostOp {
-  std::string attr;
-  List scalars;
-  Arg algorithm;
-};
-
-std::optional<PostOp> post_op(const std::string& activation) {
-  if (activation == "gelu") return PostOp{"gelu", {}, "none"};
-  if (activation == "gelu_tanh") return PostOp{"gelu", {}, "tanh"};
-  if (activation == "relu6") return PostOp{"hardtanh", List{{0.0, 6.0}}, None{}};
-  if (activation == "silu") return PostOp{"swish", {}, None{}};
-  for (const char* same : {"relu", "sigmoid", "tanh", "hardswish"})
-    if (activation == same) return PostOp{same, {}, None{}};
-  return std::nullopt;
-}
-
-// The activation reading only `linear`'s output, if oneDNN can fuse it.
-struct Fusable {
-  Node* node;
-  std::string name;  // as ops/activation.h names it
-  PostOp op;
-};
-std::optional<Fusable> fusable_activation(const Program& program, Node* linear) {
-  if (linear->users().size() != 1) return std::nullopt;
-  Node* user = linear->users().front();
-  std::string not_one;
-  std::optional<Activation> act = as_activation(program, *user, &not_one);
-  if (!act || act->input != linear) return std::nullopt;
-  std::optional<PostOp> op = post_op(act->name);
-  if (!op) return std::nullopt;
-  return Fusable{user, act->name, std::move(*op)};
-}
-
 // Whether a reader of `value` writes it in place (x += y, x.add_(y)).
 bool updated_in_place(const Program& program, const Node* value) {
   return std::ranges::any_of(value->users(), [&](const Node* user) {
     return is_mutating(program, *user) && !user->args().empty() && user->args()[0].node() == value;
   });
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 }  // namespace
@@ -69,37 +29,21 @@ FuseLinearActivationOneDnn::FuseLinearActivationOneDnn(std::vector<std::string> 
     : dtypes_(std::move(dtypes)) {}
 
 std::unique_ptr<Pass> FuseLinearActivationOneDnn::from_options(const Dict& options) {
-  const Arg* dtypes = options.find("dtypes");
-  const std::vector<Arg>* items = dtypes ? dtypes->sequence() : nullptr;
-  if (!items) throw std::invalid_argument("option 'dtypes' must be a list of dtype names");
-  std::vector<std::string> names;
-  for (const Arg& item : *items) {
-    if (!item.is<std::string>())
-      throw std::invalid_argument("option 'dtypes' must be a list of dtype names");
-    names.push_back(item.as<std::string>());
-  }
-  return std::make_unique<FuseLinearActivationOneDnn>(std::move(names));
+  return std::make_unique<FuseLinearActivationOneDnn>(onednn_dtypes_option(options));
 }
 
 std::vector<Trigger> FuseLinearActivationOneDnn::triggers() const { return linear_triggers(); }
 
 void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   Rewriter& rewriter = ctx.rewriter;
-  if (dtypes_.empty())
-    return ctx.skip(*node,
-                    "oneDNN's fused linear is not available: this torch has no "
-                    "torch.ops.mkldnn._linear_pointwise, or oneDNN is disabled");
   std::string why_not;
   std::optional<LinearView> view = as_linear(rewriter.program(), *node, &why_not);
   if (!view) return ctx.skip(*node, why_not);
-  if (std::ranges::find(dtypes_, view->dtype()) == dtypes_.end())
-    return ctx.skip(*node, "its weight is " + view->dtype() + "; oneDNN's fused linear runs " +
-                               joined(dtypes_) + " here");
-  if (view->device() != "cpu")
-    return ctx.skip(*node,
-                    "its weight is on " + view->device() + "; oneDNN's fused linear is CPU-only");
+  if (std::optional<std::string> refusal =
+          onednn_refusal(dtypes_, view->dtype(), view->device(), "oneDNN's fused linear"))
+    return ctx.skip(*node, *refusal);
 
-  std::optional<Fusable> activation = fusable_activation(rewriter.program(), node);
+  std::optional<FusableActivation> activation = fusable_activation(rewriter.program(), node);
   std::vector<std::string> kernels = {"aten", "onednn"};
   if (activation) kernels.push_back("onednn_fused");
   std::string variant =
@@ -122,7 +66,7 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node,
                     "a reader updates its result in place, which oneDNN's fused linear's "
                     "output does not allow under autograd");
-  PostOp op = activation ? activation->op : PostOp{"none", {}, None{}};
+  PostOp op = activation ? activation->op : no_post_op();
   Args args = {view->input,
                read_linear_tensor(rewriter, *view, result, "weight"),
                read_linear_tensor(rewriter, *view, result, "bias"),

@@ -11,6 +11,7 @@
 #include "passes/fuse_batch_norm_in_conv.h"
 #include "passes/fuse_batch_norm_in_linear.h"
 #include "passes/fuse_bias_in_linear.h"
+#include "passes/fuse_conv_activation_onednn.h"
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/merge_linears.h"
 #include "passes/quantize_linears_int8.h"
@@ -42,7 +43,7 @@ std::string string_option(const Dict& options, std::string_view name) {
 // so a merged Linear never hides a BatchNorm that could have been folded into its members;
 // passes that change the computation (ChangeActivation, ChangePrecision) come late.
 // RecognizeLinears comes before the Linear passes, so they see the Linears it finds;
-// FuseLinearActivationOneDnn and the int8 passes last, as the Linears they consume are no
+// FuseLinearActivationOneDnn, FuseConvActivationOneDnn and the int8 passes last, as the Linears they consume are no
 // Linears to the others.
 // The graph cleanups come first: pattern passes then see through no-ops and repeated
 // subexpressions; constants fold after CSE (one fold per distinct expression); dead code after
@@ -113,6 +114,10 @@ const std::vector<PassInfo>& all_passes() {
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
        true, FuseLinearActivationOneDnn::from_options},
+      {"FuseConvActivationOneDnn",
+       "a 2-D convolution, a residual add and an activation after it become one oneDNN "
+       "convolution on a weight packed once (CPU)",
+       true, FuseConvActivationOneDnn::from_options},
       {"QuantizeLinearsInt8",
        "float32 Linears become int8 matrix products with activations quantized at run time "
        "(per-token chain or torch's packed int8 GEMMs, measured; opt-in, CPU)",

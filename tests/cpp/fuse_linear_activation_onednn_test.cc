@@ -145,8 +145,8 @@ TEST_F(FuseLinearActivationOneDnnTest, SkipsWhatOneDnnCannotRunHere) {
   result = apply(false, {});
   ASSERT_EQ(result.skipped.size(), 2u);
   EXPECT_EQ(result.skipped[0].reason,
-            "oneDNN's fused linear is not available: this torch has no "
-            "torch.ops.mkldnn._linear_pointwise, or oneDNN is disabled");
+            "oneDNN's fused linear is not available: this torch lacks torch.ops.mkldnn's "
+            "pointwise ops, or oneDNN is disabled");
   EXPECT_EQ(structure(), graph_before);
 
   result = apply(false, {"float32", "bfloat16"});

@@ -58,20 +58,7 @@ Value onednn_linear(ReferenceInterpreter& in, const Node& node, const std::vecto
   const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(2));
   TensorInfo y =
       linear(in.ops(), std::get<TensorInfo>(args.at(0)), std::get<TensorInfo>(args.at(1)), bias);
-  const std::string& attr = node.args().at(3).as<std::string>();
-  if (attr == "none") return y;
-  if (attr == "relu") return apply(in.ops(), y, relu);
-  if (attr == "swish") return apply(in.ops(), y, silu);
-  if (attr == "gelu")
-    return apply(in.ops(), y, node.args().at(5) == Arg("tanh") ? gelu_tanh : gelu);
-  if (attr == "hardtanh") {
-    const std::vector<Arg>& bounds = *node.args().at(4).sequence();
-    double lo = *bounds.at(0).number(), hi = *bounds.at(1).number();
-    std::vector<double> v = in.ops().values(y);
-    for (double& e : v) e = std::clamp(e, lo, hi);
-    return in.ops().make(y.shape, std::move(v), y.dtype);
-  }
-  throw std::invalid_argument("reference oneDNN linear: no post-op " + attr);
+  return onednn_post_op(in.ops(), y, node.args().at(3), node.args().at(4), node.args().at(5));
 }
 
 // A cast keeps the values; `type_as` takes the other operand's dtype.
@@ -82,6 +69,23 @@ Value cast(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args
 }
 
 }  // namespace
+
+TensorInfo onednn_post_op(ReferenceTensorOps& ops, const TensorInfo& y, const Arg& attr,
+                          const Arg& scalars, const Arg& algorithm) {
+  const std::string& name = attr.as<std::string>();
+  if (name == "none") return y;
+  if (name == "relu") return apply(ops, y, relu);
+  if (name == "swish") return apply(ops, y, silu);
+  if (name == "gelu") return apply(ops, y, algorithm == Arg("tanh") ? gelu_tanh : gelu);
+  if (name == "hardtanh") {
+    const std::vector<Arg>& bounds = *scalars.sequence();
+    double lo = *bounds.at(0).number(), hi = *bounds.at(1).number();
+    std::vector<double> v = ops.values(y);
+    for (double& e : v) e = std::clamp(e, lo, hi);
+    return ops.make(y.shape, std::move(v), y.dtype);
+  }
+  throw std::invalid_argument("reference oneDNN post-op: no " + name);
+}
 
 void add_activation_kernels(ReferenceInterpreter& interpreter) {
   const std::string module = "torch.nn.modules.activation.";
@@ -106,6 +110,12 @@ void add_activation_kernels(ReferenceInterpreter& interpreter) {
     interpreter.add_kernel(NodeKind::CallFunction, f, matmul);
   interpreter.add_kernel(NodeKind::CallMethod, "matmul", matmul);
   interpreter.add_kernel(NodeKind::CallFunction, "mkldnn._linear_pointwise.default", onednn_linear);
+  interpreter.add_kernel(
+      NodeKind::CallFunction, "torch.nn.functional.hardtanh",
+      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
+        return onednn_post_op(in.ops(), std::get<TensorInfo>(args.at(0)), Arg("hardtanh"),
+                              List{{*node.input(1, "min_val"), *node.input(2, "max_val")}}, None{});
+      });
   for (const char* f : {"aten.to.dtype", "aten.type_as.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, cast);
   for (const char* m : {"to", "type_as"}) interpreter.add_kernel(NodeKind::CallMethod, m, cast);

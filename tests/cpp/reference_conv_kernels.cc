@@ -173,11 +173,32 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
     return conv(in.ops(), x, tensor(args, 1), optional_tensor(args, 2),
                 function_config(node, x.shape.size() - 2));
   };
-  for (const char* target : {"aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default",
-                             "aten.conv_transpose1d.input", "aten.conv_transpose2d.input",
-                             "aten.conv_transpose3d.input", "aten.convolution.default"})
+  for (const char* target :
+       {"torch.conv2d", "aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default",
+        "aten.conv_transpose1d.input", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input",
+        "aten.convolution.default"})
     interpreter.add_kernel(NodeKind::CallFunction, target, functional);
 
+  // fxopt.runtime.onednn_conv.conv_pointwise(x, w, b, stride, padding, dilation, groups,
+  // residual, attr, scalars, algorithm).
+  interpreter.add_kernel(
+      NodeKind::CallFunction, "fxopt.runtime.onednn_conv.conv_pointwise",
+      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
+        const TensorInfo& x = tensor(args, 0);
+        size_t dims = x.shape.size() - 2;
+        ConvConfig c{per_dim(&node.args().at(3), dims, 1), per_dim(&node.args().at(4), dims, 0),
+                     per_dim(&node.args().at(5), dims, 1), Shape(dims, 0),
+                     *node.args().at(6).integer()};
+        TensorInfo y = conv(in.ops(), x, tensor(args, 1), optional_tensor(args, 2), c);
+        if (const TensorInfo* residual = optional_tensor(args, 7)) {
+          std::vector<double> sum = in.ops().values(y);
+          const std::vector<double>& r = in.ops().values(*residual);
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.at(i);
+          y = in.ops().make(y.shape, std::move(sum), y.dtype);
+        }
+        return onednn_post_op(in.ops(), y, node.args().at(8), node.args().at(9),
+                              node.args().at(10));
+      });
   for (const char* type : {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"})
     interpreter.add_kernel(
         NodeKind::CallModule, std::string("torch.nn.modules.batchnorm.") + type,

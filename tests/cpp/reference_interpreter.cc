@@ -45,7 +45,8 @@ ReferenceInterpreter::ReferenceInterpreter(const Program& program, ReferenceTens
   for (auto key : {f("_operator.truediv"), f("torch.div"), f("torch.true_divide"), m("div"),
                    m("div_"), m("true_divide"), f("aten.div.Tensor"), f("aten.div.Scalar")})
     kernels_[key] = div;
-  for (auto key : {f("_operator.add"), f("torch.add"), f("aten.add.Tensor")}) kernels_[key] = add;
+  for (auto key : {f("_operator.add"), f("_operator.iadd"), f("torch.add"), f("aten.add.Tensor")})
+    kernels_[key] = add;
   add_linear_kernels(*this);
   add_conv_kernels(*this);
   add_activation_kernels(*this);

@@ -47,8 +47,8 @@ class ReferenceInterpreter {
 // Kernels for Linear in every dialect, last-dimension slices and pads
 // (reference_linear_kernels.cc).
 void add_linear_kernels(ReferenceInterpreter& interpreter);
-// Kernels for (transposed) convolution and batch norm in the module and ATen dialects, and
-// getitem 0 (reference_conv_kernels.cc).
+// Kernels for (transposed) convolution and batch norm in the module and ATen dialects, torch's
+// conv2d, fxopt's oneDNN convolution, and getitem 0 (reference_conv_kernels.cc).
 void add_conv_kernels(ReferenceInterpreter& interpreter);
 // Kernels for relu / gelu / silu in every dialect, dtype casts, 2-D matmul and oneDNN's fused
 // linear (reference_activation_kernels.cc).
@@ -60,6 +60,11 @@ void add_int8_kernels(ReferenceInterpreter& interpreter);
 // x W^T + b over the last dimension of x (b may be nullptr); reference_linear_kernels.cc.
 TensorInfo linear(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& w,
                   const TensorInfo* b);
+
+// oneDNN's post-op `attr` (with its scalars and algorithm) applied to y: none, relu, swish,
+// gelu, hardtanh; reference_activation_kernels.cc.
+TensorInfo onednn_post_op(ReferenceTensorOps& ops, const TensorInfo& y, const Arg& attr,
+                          const Arg& scalars, const Arg& algorithm);
 
 // Largest absolute elementwise difference; infinity when the shapes differ.
 double max_abs_diff(ReferenceTensorOps& ops, const TensorInfo& a, const TensorInfo& b);

@@ -40,8 +40,9 @@ BACKEND_NAME = "fxopt"
 _OPTIONS = ("preset", "inductor")
 
 # Passes whose work Inductor does itself and whose output it cannot lower: oneDNN's fused
-# linear (Inductor has no lowering for it on plain weights; it fuses Linear + activation itself).
-_LEFT_TO_INDUCTOR = ("FuseLinearActivationOneDnn",)
+# linear (Inductor has no lowering for it on plain weights; it fuses Linear + activation itself)
+# and the packed convolution, a Python function (Inductor packs and fuses convolutions itself).
+_LEFT_TO_INDUCTOR = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn")
 
 
 def fxopt_backend(

@@ -29,11 +29,11 @@ from ..tracing.dummy_inputs import default_dynamic_dims
 from .compose import compose
 from .presets import build_all, preset_passes
 
-UNSAVABLE = ("FuseLinearActivationOneDnn", "QuantizeLinearsInt8")
+UNSAVABLE = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinearsInt8")
 """Passes whose output torch.export.save cannot write: oneDNN's fused linear takes an empty
 list of scalars, which torch's serializer refuses ("Empty list with type number nyi"); the
-packed int8 Linears are a Python function (fxopt.runtime) holding torch's packed weights, which
-a `.pt2` has no place for."""
+packed convolutions and int8 Linears are Python functions (fxopt.runtime) holding weights
+packed by torch, which a `.pt2` has no place for."""
 
 DynamicDims = Callable[[str, Any], Sequence[int]]
 """Per input leaf (its input's name, its value), the dimensions to keep dynamic (`Dim.AUTO`:

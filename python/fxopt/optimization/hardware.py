@@ -70,6 +70,24 @@ def onednn_bfloat16_available() -> bool:
     )
 
 
+def onednn_conv_available() -> bool:
+    """True if this torch has oneDNN's pointwise convolution and its weight packing
+    (`torch.ops.mkldnn._convolution_pointwise`, `_reorder_convolution_weight`)."""
+    mkldnn = torch.ops.mkldnn
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(mkldnn, "_convolution_pointwise")
+        and hasattr(mkldnn, "_reorder_convolution_weight")
+    )
+
+
+def onednn_dtypes(op_available: bool) -> list[str]:
+    """The weight dtypes a oneDNN fused op runs natively here, given whether this torch has it."""
+    if not op_available:
+        return []
+    return ["float32", *(["bfloat16"] if onednn_bfloat16_available() else [])]
+
+
 def describe() -> str:
     """One line for reports: the CPU and the fast paths fxopt may use on it."""
     flags = [
@@ -78,6 +96,7 @@ def describe() -> str:
             ("bf16", fast_bfloat16_cpu()),
             ("int8", fast_int8_cpu()),
             ("onednn-linear", onednn_linear_available()),
+            ("onednn-conv", onednn_conv_available()),
         )
         if present
     ]

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from .hardware import fast_bfloat16_cpu, onednn_bfloat16_available, onednn_linear_available
+from .hardware import fast_bfloat16_cpu, onednn_conv_available, onednn_dtypes, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
 from ..tuning import kernels
@@ -270,10 +270,33 @@ class FuseLinearActivationOneDnn(BuiltinTransformation):
     """
 
     def core_options(self) -> dict[str, Any]:
-        dtypes = ["float32"] if onednn_linear_available() else []
-        if onednn_bfloat16_available():
-            dtypes.append("bfloat16")
-        return {**self.parameters(), "dtypes": dtypes}
+        return {**self.parameters(), "dtypes": onednn_dtypes(onednn_linear_available())}
+
+
+class FuseConvActivationOneDnn(BuiltinTransformation):
+    """A 2-D convolution, with the residual add and activation after it, becomes one oneDNN call
+    on a weight packed once.
+
+    ``conv2d(x, W, b)``, then optionally ``+ r`` (or ``+=``) and relu, relu6 / hardtanh(0, 6),
+    gelu, silu, sigmoid, tanh or hardswish as the only readers (after an add: relu only), becomes
+    ``fxopt.runtime.onednn_conv.conv_pointwise(x, W, b, stride, padding, dilation, groups, r,
+    attr, scalars, algorithm)``. At batch 1 ATen reorders a convolution's weight into oneDNN's
+    layout on every call; the runtime function packs it on the first call, per input size, and
+    keeps the packing while the weight lives unchanged, so the graph still holds plain tensors
+    (``copy.deepcopy``, ``fxopt.save`` and ``inplace=False`` keep working; ``torch.export.save``
+    cannot write a call of a Python function). Per convolution the kernel chooser picks ATen,
+    the packed call, or the packed call with the add and activation fused, by timing them on
+    this machine at the graph's shapes. Only CPU convolutions whose weight dtype oneDNN runs
+    here: float32, bfloat16 where the CPU runs it natively. Outputs are channels-last. Use the
+    result for inference only. Reverse restores the convolution, add and activation exactly.
+
+    Measured on an Intel Xeon (AMX), one thread, batch 1, 224x224, after bfloat16 lowering:
+    ResNet-50 29 -> 18.7 ms, MobileNetV2 9.2 -> 6.7 ms; float32 ResNet-50 67 -> 54 ms.
+    Conditions in cpp/passes/fuse_conv_activation_onednn.h.
+    """
+
+    def core_options(self) -> dict[str, Any]:
+        return {**self.parameters(), "dtypes": onednn_dtypes(onednn_conv_available())}
 
 
 class ConvWeightsChannelsLast(BuiltinTransformation):

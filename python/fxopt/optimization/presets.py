@@ -174,7 +174,19 @@ CLEANUP = ["RemoveNoOps", "EliminateCommonSubexpressions", "FoldConstants", "Eli
 """Graph cleanup: first, so the pattern passes see through no-ops and repeated expressions."""
 
 
-def _default() -> list[str]:
+ONEDNN_FUSIONS = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn")
+"""Last in a preset: the Linears and convolutions they consume are none to the other passes
+(int8, weight-only), and after a lowering they fuse its bfloat16 ops."""
+
+
+def _onednn_fusions() -> list[str]:
+    return [
+        *(["FuseLinearActivationOneDnn"] if hardware.onednn_linear_available() else []),
+        *(["FuseConvActivationOneDnn"] if hardware.onednn_conv_available() else []),
+    ]
+
+
+def _before_fusions() -> list[str]:
     return [
         *CLEANUP,
         "ChangeTrueDivToMulByInverse",
@@ -183,8 +195,20 @@ def _default() -> list[str]:
         "FuseBatchNorm1dInLinear",
         "ConvWeightsChannelsLast",
         "RecognizeLinears",
-        *(["FuseLinearActivationOneDnn"] if hardware.onednn_linear_available() else []),
     ]
+
+
+def _default() -> list[str]:
+    return [*_before_fusions(), *_onednn_fusions()]
+
+
+def with_steps_before_fusions(name: str, steps: Sequence[Transformation]) -> list[Transformation]:
+    """Preset `name`'s passes with `steps` (an int8 pass, say) before its oneDNN fusions, which
+    would hide the Linears and convolutions from them."""
+    specs = preset_passes(name)
+    rest = [s for s in specs if s not in ONEDNN_FUSIONS]
+    fusions = [s for s in specs if s in ONEDNN_FUSIONS]
+    return [*build_all(rest), *steps, *build_all(fusions)]
 
 
 FAST_INT8_COSINE = 0.9995
@@ -193,8 +217,8 @@ FAST_INT8_COSINE = 0.9995
 
 
 def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
-    specs = [name for name in _default() if name != "FuseLinearActivationOneDnn"]
-    specs += approximations  # before the oneDNN fusion, which hides activations inside Linears
+    specs = _before_fusions()
+    specs += approximations  # before the oneDNN fusions, which hide activations inside them
     lowered = hardware.fast_bfloat16_cpu()
     if passes.int8_kernel_available():
         # Only with calibration inputs (fxopt.optimize(..., calibration=)); before the lowering,
@@ -207,19 +231,18 @@ def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
         )
     if lowered:
         specs.append("ChangePrecision(dtype=bfloat16)")
-    if hardware.onednn_linear_available():
-        specs.append("FuseLinearActivationOneDnn")  # after the lowering: fuses bfloat16 Linears
-    return specs
+    return [*specs, *_onednn_fusions()]
 
 
 def _decode(bits: int = 8) -> list[str]:
-    # Weight-only quantization consumes Linears, so it takes the oneDNN fusion's place.
+    # Weight-only quantization consumes Linears, so it takes the oneDNN linear fusion's place.
     activation = passes.weight_only_activation()
     if activation is None:
         return _default()
     return [
-        *(name for name in _default() if name != "FuseLinearActivationOneDnn"),
+        *_before_fusions(),
         f"QuantizeLinearsWeightOnly(activation={dtype_name(activation)}, bits={bits})",
+        *(name for name in _onednn_fusions() if name != "FuseLinearActivationOneDnn"),
     ]
 
 

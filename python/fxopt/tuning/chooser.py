@@ -103,7 +103,7 @@ class GraphChoices:
             return 0, 1.0, "the only candidate this CPU runs natively"
         if self.chooser.mode == "static":
             return static, 1.0, "static"
-        sizes = self._resolved(shape, value)
+        sizes = self._resolved(op, shape, value)
         if sizes is None:
             return static, 1.0, "static: sizes unknown"
         problem = kernels.Problem(op, sizes, dtype, variant)
@@ -134,10 +134,12 @@ class GraphChoices:
             best = names[0]
         return {"picked": best, "ratio": times[best] / base, "seconds": times}
 
-    def _resolved(self, shape: Sequence[int], value: str) -> tuple[int, ...] | None:
+    def _resolved(self, op: str, shape: Sequence[int], value: str) -> tuple[int, ...] | None:
         """The query's sizes with symbolic ones (-1) read from the value's size hints."""
         if all(size >= 0 for size in shape):
             return tuple(shape)
+        if op in kernels.WHOLE_SHAPE_OPS:  # no token count to read: the fallback decides
+            return None
         hints = self._leading_hint(value)
         if hints is None:
             return None

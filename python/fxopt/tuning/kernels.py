@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
-from ..runtime import dynamic_int8
+from ..runtime import dynamic_int8, onednn_conv
 
 _WEIGHTS = TorchTensorOps()
 """Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
@@ -176,6 +176,70 @@ def _int8_weight_only(problem: Problem) -> Callable[[], object]:
     return run
 
 
+WHOLE_SHAPE_OPS = ("conv2d",)
+"""Ops whose query shape lists every size of their input, not a token count (-1) and the rest."""
+
+
+@dataclass(frozen=True)
+class _ConvOperands:
+    x: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    residual: torch.Tensor | None
+    geometry: tuple[list[int], list[int], list[int], int]  # stride, padding, dilation, groups
+    activation: str
+
+
+def _conv_operands(problem: Problem) -> _ConvOperands:
+    """Query shape (cpp/passes/fuse_conv_activation_onednn.cc): the input's N, C, H, W, the
+    output channels, kernel height and width, stride, padding, dilation (2 each) and groups;
+    variant: the activation, then ",add" and ",no_bias" where they apply. Channels-last
+    tensors, as the graph has them after ConvWeightsChannelsLast."""
+    n, c, h, w, out, kh, kw, sh, sw, ph, pw, dh, dw, groups = problem.shape
+    activation, *flags = problem.variant.split(",")
+    dtype = getattr(torch, problem.dtype)
+    generator = torch.Generator().manual_seed(0)
+
+    def randn(*shape: int) -> torch.Tensor:
+        t = torch.randn(*shape, generator=generator).to(dtype)
+        return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+    x = randn(n, c, h, w)
+    weight = randn(out, c // groups, kh, kw) / (c // groups * kh * kw) ** 0.5
+    geometry = ([sh, sw], [ph, pw], [dh, dw], groups)
+    y = F.conv2d(x, weight, None, *geometry)
+    return _ConvOperands(
+        x, weight, None if "no_bias" in flags else randn(out), randn(*y.shape) if "add" in flags else None,
+        geometry, activation,
+    )  # fmt: skip
+
+
+def _conv(fused: bool | None) -> Builder:
+    """ATen's convolution (fused None), oneDNN's packed one with the add and activation after it
+    (False) or in the same call (True)."""
+
+    def build(problem: Problem) -> Callable[[], object]:
+        o = _conv_operands(problem)
+        act = _ACTIVATIONS[o.activation]
+        stride, padding, dilation, groups = o.geometry
+        if fused:
+            attr, scalars, algorithm = _POST_OPS.get(o.activation, ("none", [], None))
+            return lambda: onednn_conv.conv_pointwise(
+                o.x, o.weight, o.bias, stride, padding, dilation, groups, o.residual, attr, scalars, algorithm
+            )
+
+        def conv() -> torch.Tensor:
+            if fused is None:
+                return F.conv2d(o.x, o.weight, o.bias, stride, padding, dilation, groups)
+            return onednn_conv.conv_pointwise(
+                o.x, o.weight, o.bias, stride, padding, dilation, groups, None, "none", [], None
+            )
+
+        return lambda: act(conv() if o.residual is None else conv() + o.residual)
+
+    return build
+
+
 def _has_int8_weight_kernel() -> bool:
     return hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
@@ -183,6 +247,9 @@ def _has_int8_weight_kernel() -> bool:
 register("linear", "aten", _always, _aten_linear)
 register("linear", "onednn", hardware.onednn_linear_available, _onednn_linear(fused=False))
 register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_linear(fused=True))
+register("conv2d", "aten", _always, _conv(fused=None))
+register("conv2d", "onednn", hardware.onednn_conv_available, _conv(fused=False))
+register("conv2d", "onednn_fused", hardware.onednn_conv_available, _conv(fused=True))
 register("int8_linear", "float32", _always, _aten_linear)
 register("int8_linear", "bfloat16", _always, _aten_linear)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))

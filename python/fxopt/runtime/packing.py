@@ -1,0 +1,65 @@
+"""Objects derived once from a graph's tensors (a weight packed into a kernel's own layout) and
+kept while those tensors live unchanged.
+
+The graph holds plain tensors only, so it deep-copies, saves and reverses like any other; the
+packed form, which torch cannot copy or save, is made on the first call and found again on the
+next ones: by the identity of the tensor it was made from (tensors compare elementwise, so they
+cannot be dictionary keys), the identity of the other tensors it depends on, their versions (an
+in-place update packs again) and what else shaped it (an engine, an input size).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Entry(Generic[T]):
+    value: T
+    others: tuple[weakref.ref[torch.Tensor] | None, ...]
+    versions: tuple[int, ...]
+
+
+def _versions(tensors: tuple[torch.Tensor | None, ...]) -> tuple[int, ...]:
+    return tuple(-1 if t is None else t._version for t in tensors)
+
+
+class PackCache(Generic[T]):
+    """Per source tensor, the objects made from it, one per `variant`."""
+
+    MAX_VARIANTS = 8
+    """Packings kept per source tensor (one per input size seen, say); the oldest goes first."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, dict[Hashable, _Entry[T]]] = {}
+
+    def get(
+        self, source: torch.Tensor, others: tuple[torch.Tensor | None, ...], variant: Hashable, make: Callable[[], T]
+    ) -> T:
+        """The object `make()` returned for these tensors and `variant`, made now if none is kept."""
+        variants = self._entries.get(id(source))
+        found = None if variants is None else variants.get(variant)
+        versions = _versions((source, *others))
+        if (
+            found is not None
+            and found.versions == versions
+            and all((None if ref is None else ref()) is t for ref, t in zip(found.others, others, strict=True))
+        ):
+            return found.value
+        if variants is None:
+            variants = self._entries[id(source)] = {}
+            # The entry goes when its source is freed, before the id can be reused.
+            weakref.finalize(source, self._entries.pop, id(source), None)
+        value = make()
+        variants.pop(variant, None)
+        if len(variants) >= self.MAX_VARIANTS:
+            variants.pop(next(iter(variants)))
+        variants[variant] = _Entry(value, tuple(None if t is None else weakref.ref(t) for t in others), versions)
+        return value
