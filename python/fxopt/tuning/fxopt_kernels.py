@@ -35,6 +35,7 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
         x = torch.randn(tokens, in_features, generator=generator)
         weight = torch.randn(out_features, in_features, generator=generator) / in_features**0.5
         bias = None if problem.variant.endswith("no_bias") else torch.randn(out_features, generator=generator)
+        linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
         if bits == 8:
             values, scales = _WEIGHTS.quantize_rows_int8(weight)
             linear = int8_weight_linear
