@@ -66,9 +66,9 @@ FXOPT_AVX512 void block_avx512(const Problem& p, int64_t j0, int64_t j_end) {
   const __m512i low_nibble = _mm512_set1_epi32(15);
   for (int64_t r = 0; r < p.rows; ++r) {
     const float* xr = p.x + r * p.k;
+    const float* xsum = p.xsum + r * groups;
     __m512 acc[B];
-    float offset[B];
-    for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps(), offset[b] = 0.0f;
+    for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       __m512 part[B];
       for (int b = 0; b < B; ++b) part[b] = _mm512_setzero_ps();
@@ -89,10 +89,19 @@ FXOPT_AVX512 void block_avx512(const Problem& p, int64_t j0, int64_t j_end) {
       for (int b = 0; b < B; ++b) {
         const float* scale = p.params + (j0 + b) * 2 * groups;
         acc[b] = _mm512_fmadd_ps(part[b], _mm512_set1_ps(scale[g]), acc[b]);
-        offset[b] += scale[groups + g] * p.xsum[r * groups + g];
       }
     }
-    for (int b = 0; b < B; ++b) p.y[r * p.n + j0 + b] = _mm512_reduce_add_ps(acc[b]) + offset[b];
+    // The minimums times the group sums: a dot product over the groups, 16 at a time.
+    for (int b = 0; b < B; ++b) {
+      const float* minimum = p.params + (j0 + b) * 2 * groups + groups;
+      for (int64_t g = 0; g < groups; g += 16) {
+        __mmask16 present =
+            groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
+        acc[b] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(present, minimum + g),
+                                 _mm512_maskz_loadu_ps(present, xsum + g), acc[b]);
+      }
+      p.y[r * p.n + j0 + b] = _mm512_reduce_add_ps(acc[b]);
+    }
   }
 }
 
