@@ -263,9 +263,9 @@ std::vector<double> int4_by_definition(const std::vector<float>& x, int64_t rows
 }
 
 TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
-  // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 4099: blocks of 4 and a tail of 3,
-  // enough weight bytes that two threads take a part each.
-  const int64_t rows = 3, k = 128, group = 64, n = 4099, groups = k / group;
+  // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 40003: blocks of 4 and a tail of
+  // 3, enough weight bytes (3.2 MB of int4, 5.1 MB of int8) that two threads share the parts.
+  const int64_t rows = 3, k = 128, group = 64, n = 40003, groups = k / group;
   std::vector<float> x(rows * k), params(n * 2 * groups), y(rows * n), y2(rows * n);
   std::vector<uint8_t> q(n * k), packed(n * k / 2);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;

@@ -124,7 +124,8 @@ def test_fxopts_kernels_split_rows_over_threads_with_the_same_results() -> None:
     from fxopt.runtime.int8_weight_linear import int8_weight_linear
 
     torch.manual_seed(0)
-    weight, x = torch.randn(1030, 256), torch.randn(2, 256)  # 1030: blocks of 4 and a tail
+    # 8198 rows: blocks of 4 and a tail; 4.2 MB of int8, 2.6 MB of int4: parts for both threads
+    weight, x = torch.randn(8198, 512), torch.randn(2, 512)
     int8 = TorchTensorOps().quantize_rows_int8(weight)
     int4 = TorchTensorOps().quantize_groups_int4(weight, 64, "fxopt")
     threads = torch.get_num_threads()
