@@ -112,30 +112,20 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
-  bool own_kernel = false;
-  if (bits_ == 8) {
-    ChoiceQuery query = linear_choice_query(view, "int8_weight_only", "none",
-                                            {"float32", "int8_weight_only", "fxopt_int8"}, 1);
-    query.dtype = activation_;  // what ATen's kernel multiplies in: its speed depends on it
-    std::string picked = ctx.choose(*node, query);
-    if (picked == "float32")
-      return ctx.skip(*node,
-                      "the float32 Linear was measured faster here at this shape (see the pass's "
-                      "choices)");
-    own_kernel = picked == "fxopt_int8";
-  } else {
-    std::vector<std::string> candidates = {"float32"};
-    if (atens_int4) candidates.push_back("int4_weight_only");
-    if (own_int4) candidates.push_back("fxopt_int4");
-    ChoiceQuery query = linear_choice_query(view, "int4_weight_only", "none", candidates, 1);
-    query.dtype = activation_;
-    std::string picked = ctx.choose(*node, query);
-    if (picked == "float32")
-      return ctx.skip(*node,
-                      "the float32 Linear was measured faster here at this shape (see the pass's "
-                      "choices)");
-    own_kernel = picked == "fxopt_int4";
-  }
+  // Per Linear the chooser picks float32 (then nothing changes), ATen's kernel or fxopt's own.
+  std::string op = bits_ == 8 ? "int8_weight_only" : "int4_weight_only";
+  std::string own = bits_ == 8 ? "fxopt_int8" : "fxopt_int4";
+  std::vector<std::string> candidates = {"float32"};
+  if (bits_ == 8 || atens_int4) candidates.push_back(op);
+  if (bits_ == 8 || own_int4) candidates.push_back(own);
+  ChoiceQuery query = linear_choice_query(view, op, "none", candidates, 1);
+  query.dtype = activation_;  // what ATen's kernel multiplies in: its speed depends on it
+  std::string picked = ctx.choose(*node, query);
+  if (picked == "float32")
+    return ctx.skip(*node,
+                    "the float32 Linear was measured faster here at this shape (see the pass's "
+                    "choices)");
+  bool own_kernel = picked == own;
 
   const TensorInfo& weight = *view.params.tensor("weight");
   bool cast = activation_ != "float32" && !own_kernel;  // fxopt's kernel takes float32
