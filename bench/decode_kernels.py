@@ -1,6 +1,6 @@
 """One Linear at one token (a decoding step), each weight form fxopt can emit, side by side.
 
-Inside a model a Linear's weight is not in cache when it runs (the other layers ran since), and
+Inside a model a Linear's weight is not in L2 when it runs (the other layers ran since), and
 at one token reading it is nearly the whole cost. So each kernel here cycles through copies of
 its weight totalling about 120 MB of float32, and a call's time is that of a weight streamed in:
 float32 (`F.linear`), bfloat16 (`F.linear` on bfloat16 copies), ATen's weight-only int8 with
@@ -8,8 +8,8 @@ bfloat16 activations (`_weight_int8pack_mm`, what QuantizeLinearsWeightOnly's `i
 emits), fxopt's own int8 kernel with float32 activations (`fxopt_int8`,
 fxopt.runtime.int8_weight_linear), ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
 bfloat16 activations) and fxopt's own int4 kernel (`fxopt_int4`, fxopt.runtime.int4_weight_linear,
-group 32, float32 activations): `decode-int4` picks between the two int4 kernels per Linear. Kernels run in turns, round after round (median and range
-of `--rounds`). Shapes: the Llama of bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
+group 32, float32 activations): `decode-int4` picks between the two int4 kernels per Linear.
+Kernels run in turns, round after round (median and range of `--rounds`). Shapes: the Llama of bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
 
 Run: `python bench/decode_kernels.py [--threads N]`; writes bench/results/decode_kernels_t<N>.md.
 """

@@ -12,12 +12,15 @@
 // one, so 16 bytes widen to two vectors of 16 lanes with one mask and one shift. `params`
 // [n, 2, k / group] float32: each row's scales, then its minimums. group is a multiple of 32.
 //
-// Why its own: ATen's `_weight_int4pack_mm_for_cpu` takes bfloat16 activations (the casts cost
-// a step's small Linears more than the 4 bits save) and measured no faster end to end than
-// int8_weight_mm at one token. Like the int8 kernel: AVX-512F chosen at run time, plain C++
-// elsewhere, four output channels per block with the next block prefetched, output channels
-// split over `threads` threads (kernels/row_split.h). The activations stay float32, so the only
-// rounding is the weight's.
+// Why its own: ATen's `_weight_int4pack_mm_for_cpu` takes bfloat16 activations (rounded, and
+// cast on every call); here they stay float32, so the only rounding is the weight's, and the
+// kernel chooser times both per Linear. Like the int8 kernel: AVX-512F chosen at run time, plain
+// C++ elsewhere, four output channels per block with the next block prefetched, output channels
+// split over `threads` threads (kernels/row_split.h). Measured at one token on the AMX Xeon
+// (bench/results/decode_kernels_t1.md) it is slower than int8_weight_mm: the Llama's weights sit
+// in its 480 MB last-level cache, where instructions bound both kernels, and widening 4 bits
+// costs as many per weight as 8 (plus a scale per group). Half the bytes can only pay where
+// weights stream from memory, which that machine did not show.
 #pragma once
 
 #include <cstdint>
