@@ -9,7 +9,8 @@ emits), fxopt's own int8 kernel with float32 activations (`fxopt_int8`,
 fxopt.runtime.int8_weight_linear), ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
 bfloat16 activations) and fxopt's own int4 kernel (`fxopt_int4`, fxopt.runtime.int4_weight_linear,
 group 32, float32 activations): `decode-int4` picks between the two int4 kernels per Linear.
-Kernels run in turns, round after round (median and range of `--rounds`). Shapes: the Llama of bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
+Kernels run in turns, round after round (median and range of `--rounds`). Shapes: the Llama of
+bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
 
 Run: `python bench/decode_kernels.py [--threads N]`; writes bench/results/decode_kernels_t<N>.md.
 """
