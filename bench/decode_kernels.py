@@ -1,14 +1,16 @@
 """One Linear at one token (a decoding step), each weight form fxopt can emit, side by side.
 
-Inside a model a Linear's weight is not in cache when it runs (the other layers ran since), and
+Inside a model a Linear's weight is not in L2 when it runs (the other layers ran since), and
 at one token reading it is nearly the whole cost. So each kernel here cycles through copies of
 its weight totalling about 120 MB of float32, and a call's time is that of a weight streamed in:
 float32 (`F.linear`), bfloat16 (`F.linear` on bfloat16 copies), ATen's weight-only int8 with
 bfloat16 activations (`_weight_int8pack_mm`, what QuantizeLinearsWeightOnly's `int8_weight_only`
 emits), fxopt's own int8 kernel with float32 activations (`fxopt_int8`,
-fxopt.runtime.int8_weight_linear) and ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
-bfloat16 activations: `decode-int4`). Kernels run in turns, round after round (median and range
-of `--rounds`). Shapes: the Llama of bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
+fxopt.runtime.int8_weight_linear), ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
+bfloat16 activations) and fxopt's own int4 kernel (`fxopt_int4`, fxopt.runtime.int4_weight_linear,
+group 32, float32 activations): `decode-int4` picks between the two int4 kernels per Linear.
+Kernels run in turns, round after round (median and range of `--rounds`). Shapes: the Llama of
+bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
 
 Run: `python bench/decode_kernels.py [--threads N]`; writes bench/results/decode_kernels_t<N>.md.
 """
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, load_line, machine_description  # noqa: E402
 
 from fxopt.engine.tensor_ops import TorchTensorOps  # noqa: E402
+from fxopt.runtime.int4_weight_linear import int4_weight_linear  # noqa: E402
 from fxopt.runtime.int8_weight_linear import int8_weight_linear  # noqa: E402
 
 SHAPES = ((768, 768), (768, 2048), (2048, 768), (768, 32000))  # (in, out)
@@ -44,6 +47,7 @@ def kernels(k: int, n: int) -> dict[str, list[Callable[[], object]]]:
     floats = [torch.randn(n, k) / k**0.5 for _ in range(copies)]
     int8 = [WEIGHTS.quantize_rows_int8(w) for w in floats]
     int4 = [WEIGHTS.quantize_groups_int4(w, 32) for w in floats]
+    own_int4 = [WEIGHTS.quantize_groups_int4(w, 32, "fxopt") for w in floats]
     return {
         "float32": [lambda w=w: F.linear(x, w) for w in floats],
         "bfloat16": [lambda w=w.bfloat16(): F.linear(xb, w) for w in floats],
@@ -55,6 +59,7 @@ def kernels(k: int, n: int) -> dict[str, list[Callable[[], object]]]:
             lambda p=p, sz=sz.bfloat16(): torch.ops.aten._weight_int4pack_mm_for_cpu(xb, p, 32, sz)
             for p, sz in int4
         ],
+        "fxopt int4, fp32 activations": [lambda p=p, s=s: int4_weight_linear(x, p, s) for p, s in own_int4],
     }
 
 

@@ -19,6 +19,8 @@ token changes the rest of a free-running sequence: the teacher-forced share is t
 
 Variants: eager, eager-bf16 (`model.to(torch.bfloat16)`), fxopt-default and fxopt-decode
 (`fxopt.optimize_model(model, preset)`), fxopt-decode-int4 (the opt-in 4-bit preset),
+fxopt-<preset>-catkv (an ablation: without optimize_model's in-place KV cache, transformers'
+cache appending with torch.cat),
 compile (`torch.compile(model.forward, dynamic=True)`; preparation = the first generate, which
 compiles), ao-int8 (torchao's `Int8WeightOnlyConfig`) and ao-int4
 (`PrototypeInt4WeightOnlyConfig(group_size=32)`, its CPU int4) when torchao is installed (`pip install
@@ -107,7 +109,10 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     if name == "eager-bf16":
         model.to(torch.bfloat16)
     elif name.startswith("fxopt-"):
-        fxopt.optimize_model(model, name.removeprefix("fxopt-"), calibration=prompt)
+        preset, copying_cache = name.removeprefix("fxopt-").removesuffix("-catkv"), name.endswith("-catkv")
+        fxopt.optimize_model(model, preset, calibration=prompt)
+        if copying_cache:  # the ablation: transformers' own cache, which copies itself every step
+            model.__dict__["_fxopt_kv_cache_hook"].remove()
     elif name == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
         generate(model, prompt)  # compiles prefill and decode graphs

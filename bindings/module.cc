@@ -8,9 +8,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/fx_lint.h"
+#include "bindings/kernels.h"
 #include "bindings/replay.h"
 #include "bindings/session.h"
-#include "kernels/int8_weight_mm.h"
 #include "passes/registry.h"
 
 namespace nb = nanobind;
@@ -159,19 +159,5 @@ NB_MODULE(_core, m) {
 
   m.def("passes", &all_passes, nb::rv_policy::reference, "The registry, in its order.");
 
-  // Addresses, not tensors: the engine has no torch headers, and converting four tensors
-  // through DLPack would cost more than a decoding step's kernel (fxopt/runtime/int8_weight_linear.py
-  // checks the tensors and passes their data_ptr()).
-  m.def(
-      "int8_weight_mm",
-      [](uintptr_t x, int64_t rows, int64_t k, uintptr_t w, uintptr_t scale, int64_t n,
-         uintptr_t y) {
-        int8_weight_mm(reinterpret_cast<const float*>(x), rows, k,
-                       reinterpret_cast<const int8_t*>(w), reinterpret_cast<const float*>(scale), n,
-                       reinterpret_cast<float*>(y));
-      },
-      nb::arg("x"), nb::arg("rows"), nb::arg("k"), nb::arg("w"), nb::arg("scale"), nb::arg("n"),
-      nb::arg("y"), nb::call_guard<nb::gil_scoped_release>(),
-      "y[rows, n] = x[rows, k] (float32) times int8 rows w[n, k] scaled by scale[n] "
-      "(kernels/int8_weight_mm.h); arguments are data addresses of contiguous arrays.");
+  fxopt::bindings::bind_kernels(m);
 }

@@ -67,10 +67,12 @@ class PyTensorOps final : public TensorOps {
         nb::cast<std::pair<nb::object, nb::object>>(impl_.attr("quantize_rows_int8")(py(a)));
     return {tensors_.add(values), tensors_.add(scales)};
   }
-  QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size) override {
+  QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size,
+                                       Int4Layout layout) override {
     nb::gil_scoped_acquire gil;
+    const char* kernel = layout == Int4Layout::kAten ? "aten" : "fxopt";
     auto [values, scales_and_zeros] = nb::cast<std::pair<nb::object, nb::object>>(
-        impl_.attr("quantize_groups_int4")(py(a), group_size));
+        impl_.attr("quantize_groups_int4")(py(a), group_size, kernel));
     return {tensors_.add(values), tensors_.add(scales_and_zeros)};
   }
   std::optional<TensorInfo> evaluate(const Node& node,

@@ -2,6 +2,9 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu_dispatch.h"
+#include "kernels/row_split.h"
+
 namespace fxopt {
 namespace {
 
@@ -11,16 +14,15 @@ float dot_scalar(const float* x, const int8_t* w, int64_t from, int64_t to) {
   return sum;
 }
 
+// Output channels [j_begin, j_end) of every row.
 void portable(const float* x, int64_t rows, int64_t k, const int8_t* w, const float* scale,
-              int64_t n, float* y) {
+              int64_t n, float* y, int64_t j_begin, int64_t j_end) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = j_begin; j < j_end; ++j)
       y[r * n + j] = scale[j] * dot_scalar(x + r * k, w + j * k, 0, k);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FXOPT_AVX512 __attribute__((target("avx512f")))
-
+#ifdef FXOPT_AVX512
 // Output channels j0 .. j0+B-1 for every row of x: the B weight rows (B*k bytes) stay in L1
 // while the activation rows pass, so each weight byte comes from memory once. The next block's
 // rows are prefetched while this one is multiplied: the hardware prefetcher does not follow B
@@ -28,9 +30,9 @@ void portable(const float* x, int64_t rows, int64_t k, const int8_t* w, const fl
 // 0.044 ms at 768x768, one row).
 template <int B>
 FXOPT_AVX512 void block_avx512(const float* x, int64_t rows, int64_t k, const int8_t* w,
-                               const float* scale, int64_t n, float* y, int64_t j0) {
+                               const float* scale, int64_t n, float* y, int64_t j0, int64_t j_end) {
   int64_t vector_end = k - k % 16;
-  const int8_t* next = j0 + 2 * B <= n ? w + (j0 + B) * k : nullptr;
+  const int8_t* next = j0 + 2 * B <= j_end ? w + (j0 + B) * k : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * k;
     __m512 acc[B];
@@ -54,27 +56,25 @@ FXOPT_AVX512 void block_avx512(const float* x, int64_t rows, int64_t k, const in
 }
 
 FXOPT_AVX512 void avx512(const float* x, int64_t rows, int64_t k, const int8_t* w,
-                         const float* scale, int64_t n, float* y) {
+                         const float* scale, int64_t n, float* y, int64_t j_begin, int64_t j_end) {
   constexpr int kBlock = 4;
-  int64_t j = 0;
-  for (; j + kBlock <= n; j += kBlock) block_avx512<kBlock>(x, rows, k, w, scale, n, y, j);
-  for (; j < n; ++j) block_avx512<1>(x, rows, k, w, scale, n, y, j);
-}
-
-bool has_avx512() {
-  static const bool supported = __builtin_cpu_supports("avx512f");
-  return supported;
+  int64_t j = j_begin;
+  for (; j + kBlock <= j_end; j += kBlock)
+    block_avx512<kBlock>(x, rows, k, w, scale, n, y, j, j_end);
+  for (; j < j_end; ++j) block_avx512<1>(x, rows, k, w, scale, n, y, j, j_end);
 }
 #endif
 
 }  // namespace
 
 void int8_weight_mm(const float* x, int64_t rows, int64_t k, const int8_t* w, const float* scale,
-                    int64_t n, float* y) {
+                    int64_t n, float* y, int threads) {
+  split_rows(n, k, threads, 4, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
-  if (has_avx512()) return avx512(x, rows, k, w, scale, n, y);
+    if (has_avx512()) return avx512(x, rows, k, w, scale, n, y, begin, end);
 #endif
-  portable(x, rows, k, w, scale, n, y);
+    portable(x, rows, k, w, scale, n, y, begin, end);
+  });
 }
 
 }  // namespace fxopt

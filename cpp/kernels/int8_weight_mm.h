@@ -12,8 +12,9 @@
 // elsewhere), four weight rows at a time so each activation load serves four. The activations
 // stay float32, so the only rounding is the weight's.
 //
-// Single-threaded: whether it beats torch's kernels at the running thread count is the kernel
-// chooser's measurement (fxopt.tuning), never assumed. Accumulation order differs from torch's.
+// Output channels are split over `threads` threads (kernels/row_split.h; the bindings pass
+// torch's thread count); whether it beats torch's kernels at that count is the kernel chooser's
+// measurement (fxopt.tuning), never assumed. Accumulation order differs from torch's.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,6 @@ namespace fxopt {
 
 // All arrays contiguous and row-major; `y` is written, never read.
 void int8_weight_mm(const float* x, int64_t rows, int64_t k, const int8_t* w, const float* scale,
-                    int64_t n, float* y);
+                    int64_t n, float* y, int threads = 1);
 
 }  // namespace fxopt

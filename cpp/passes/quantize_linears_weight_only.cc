@@ -15,8 +15,9 @@ namespace {
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
-// fxopt's own kernel (kernels/int8_weight_mm.h) through its Python wrapper.
+// fxopt's own kernels (kernels/int8_weight_mm.h, int4_weight_mm.h) through their Python wrappers.
 const Symbol kOwnInt8Mm = Symbol::intern("fxopt.runtime.int8_weight_linear.int8_weight_linear");
+const Symbol kOwnInt4Mm = Symbol::intern("fxopt.runtime.int4_weight_linear.int4_weight_linear");
 
 const char* const kWhat = "weight-only quantized Linear";
 
@@ -24,7 +25,7 @@ const char* const kWhat = "weight-only quantized Linear";
 // activation dtype and back, and the weight's bits.
 constexpr RecordKey<bool> kCast{"cast"};
 constexpr RecordKey<int64_t> kBits{"bits"};
-constexpr RecordKey<bool> kOwnKernel{"own_kernel"};  // fxopt's int8 kernel, not ATen's
+constexpr RecordKey<bool> kOwnKernel{"own_kernel"};  // fxopt's kernel, not ATen's
 
 // An integer option, `fallback` when absent; throws naming it if it is not an integer.
 int64_t integer_option(const Dict& options, std::string_view name, int64_t fallback) {
@@ -33,6 +34,12 @@ int64_t integer_option(const Dict& options, std::string_view name, int64_t fallb
   if (!value->is<int64_t>())
     throw std::invalid_argument("option '" + std::string(name) + "' must be an integer");
   return value->as<int64_t>();
+}
+
+// The product a chain calls.
+Symbol product(int64_t bits, bool own_kernel) {
+  if (bits == 4) return own_kernel ? kOwnInt4Mm : kInt4PackMm;
+  return own_kernel ? kOwnInt8Mm : kInt8PackMm;
 }
 
 Kwargs dtype_kwarg(const Arg& dtype) {
@@ -94,25 +101,31 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "its in_features " + std::to_string(view.in_features) +
                                " is not a multiple of 16, which ATen's int8 kernel needs with "
                                "bfloat16 activations");
-  if (bits_ == 4 && view.out_features % 16 != 0)
+  // int4: ATen's kernel packs output channels in tiles of 16, fxopt's reads groups in runs of
+  // 32 columns; the candidates are those that can take this Linear.
+  bool atens_int4 = view.out_features % 16 == 0, own_int4 = group_size_ % 32 == 0;
+  if (bits_ == 4 && !atens_int4 && !own_int4)
     return ctx.skip(*node, "int4: its out_features " + std::to_string(view.out_features) +
-                               " is not a multiple of 16 (the kernel's packing)");
+                               " is not a multiple of 16 (ATen's packing) and the group size " +
+                               std::to_string(group_size_) + " not of 32 (fxopt's kernel)");
   Node* inputs[] = {view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
-  bool own_kernel = false;
-  if (bits_ == 8) {
-    ChoiceQuery query = linear_choice_query(view, "int8_weight_only", "none",
-                                            {"float32", "int8_weight_only", "fxopt_int8"}, 1);
-    query.dtype = activation_;  // what ATen's kernel multiplies in: its speed depends on it
-    std::string picked = ctx.choose(*node, query);
-    if (picked == "float32")
-      return ctx.skip(*node,
-                      "the float32 Linear was measured faster here at this shape (see the pass's "
-                      "choices)");
-    own_kernel = picked == "fxopt_int8";
-  }
+  // Per Linear the chooser picks float32 (then nothing changes), ATen's kernel or fxopt's own.
+  std::string op = bits_ == 8 ? "int8_weight_only" : "int4_weight_only";
+  std::string own = bits_ == 8 ? "fxopt_int8" : "fxopt_int4";
+  std::vector<std::string> candidates = {"float32"};
+  if (bits_ == 8 || atens_int4) candidates.push_back(op);
+  if (bits_ == 8 || own_int4) candidates.push_back(own);
+  ChoiceQuery query = linear_choice_query(view, op, "none", candidates, 1);
+  query.dtype = activation_;  // what ATen's kernel multiplies in: its speed depends on it
+  std::string picked = ctx.choose(*node, query);
+  if (picked == "float32")
+    return ctx.skip(*node,
+                    "the float32 Linear was measured faster here at this shape (see the pass's "
+                    "choices)");
+  bool own_kernel = picked == own;
 
   const TensorInfo& weight = *view.params.tensor("weight");
   bool cast = activation_ != "float32" && !own_kernel;  // fxopt's kernel takes float32
@@ -121,7 +134,8 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
     QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
     values = quantized.values, scales = quantized.scales;
   } else {
-    QuantizedGroups quantized = ctx.tensors.quantize_groups_int4(weight, group_size_);
+    QuantizedGroups quantized = ctx.tensors.quantize_groups_int4(
+        weight, group_size_, own_kernel ? Int4Layout::kFxopt : Int4Layout::kAten);
     values = quantized.values, scales = quantized.scales_and_zeros;
   }
   if (cast) scales = ctx.tensors.cast(scales, activation_);
@@ -143,10 +157,11 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   x = flat_linear_input(chain, view, x, chain_rank);
   Node* values_read = rewriter.read_attribute(node, values_path);
   Node* scales_read = rewriter.read_attribute(node, scales_path);
-  Node* y = bits_ == 4 ? chain.call(kInt4PackMm, "int4_weight_mm",
-                                    {x, values_read, group_size_, scales_read})
-                       : chain.call(own_kernel ? kOwnInt8Mm : kInt8PackMm, "int8_weight_mm",
-                                    {x, values_read, scales_read});
+  Node* y =
+      bits_ == 4 && !own_kernel
+          ? chain.call(kInt4PackMm, "int4_weight_mm", {x, values_read, group_size_, scales_read})
+          : chain.call(product(bits_, own_kernel), bits_ == 4 ? "int4_weight_mm" : "int8_weight_mm",
+                       {x, values_read, scales_read});
   if (cast) y = chain.call(kToCopy, "to_float32", {y}, dtype_kwarg(float32_dtype_));
   Record extra;
   extra.set(kCast, cast);
@@ -159,13 +174,10 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
 void QuantizeLinearsWeightOnly::restore(PassContext& ctx, Node* node,
                                         const RecordReader& record) const {
   bool cast = record.get(kCast);
-  Symbol product = record.get(kBits) == 4   ? kInt4PackMm
-                   : record.get(kOwnKernel) ? kOwnInt8Mm
-                                            : kInt8PackMm;
   ChainWalker walk(node, kWhat);
   Node* y = walk_linear_chain_end(walk, node, record);
   if (cast) y = walk.operand(y, kToCopy, 0);
-  Node* x = walk.operand(y, product, 0);
+  Node* x = walk.operand(y, product(record.get(kBits), record.get(kOwnKernel)), 0);
   if (linear_chain_flattened(record)) x = walk.operand(x, kReshape, 0);
   if (cast) x = walk.operand(x, kToCopy, 0);
   restore_linear_chain(ctx, walk, node, x, record);

@@ -32,14 +32,24 @@
 // reshapes and _weight_int8pack_mm) with float32 activations and scales, so without the casts,
 // on x of any rank; it streams the int8 weight at float32's memory
 // speed (3-5x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.7-2.3x).
-// Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only". 4 bits is
-// asked for by name and not chosen.
+// Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only".
+// Per 4-bit Linear likewise: "float32", "int4_weight_only" (ATen's, above) or "fxopt_int4":
+// fxopt's own (kernels/int4_weight_mm.h) as
+// fxopt.runtime.int4_weight_linear.int4_weight_linear(%x, %w_int4, %w_scale_min), float32
+// activations of any rank, the weight packed two values per byte in the kernel's layout and a
+// float32 scale and minimum per group ([N, 2, K / group]; TensorOps::quantize_groups_int4 with
+// Int4Layout::kFxopt). The static fallback is ATen's; each kernel is offered only where it can
+// take the Linear. Measured at one token on that Xeon (bench/results/decode_kernels_t1.md), with
+// the weights in its 480 MB last-level cache, fxopt's int4 kernel is slower than its int8 one:
+// widening 4 bits costs as many instructions per weight as 8, and there instructions, not
+// bytes, bound both.
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
 // torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,
 // the default, or 4) and "group_size" (int4: columns per scale, default 32). Skips, with the
 // reason: weights not float32 or not on the CPU, inputs of unknown rank; for int4, in_features
-// not a multiple of group_size or out_features not of 16 (the kernel's packing).
+// not a multiple of group_size, or neither kernel's shape (out_features a multiple of 16 for
+// ATen's packing, group_size of 32 for fxopt's kernel).
 #pragma once
 
 #include <string>

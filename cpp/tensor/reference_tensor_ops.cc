@@ -197,7 +197,8 @@ QuantizedRows ReferenceTensorOps::quantize_rows_int8(const TensorInfo& a) {
   return {make(a.shape, std::move(quantized), "int8"), make({rows}, std::move(scales))};
 }
 
-QuantizedGroups ReferenceTensorOps::quantize_groups_int4(const TensorInfo& a, int64_t group_size) {
+QuantizedGroups ReferenceTensorOps::quantize_groups_int4(const TensorInfo& a, int64_t group_size,
+                                                         Int4Layout layout) {
   if (a.shape.size() != 2 || group_size <= 0 || a.shape[1] % group_size != 0)
     throw std::invalid_argument("quantize_groups_int4 needs a 2-D tensor of whole groups");
   const std::vector<double>& v = values(a);
@@ -211,11 +212,17 @@ QuantizedGroups ReferenceTensorOps::quantize_groups_int4(const TensorInfo& a, in
       for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
         quantized[r * cols + c] =
             std::clamp(std::nearbyint((v[r * cols + c] - *low) / scale), 0.0, 15.0);
-      scales_and_zeros[(g * rows + r) * 2] = scale;
-      scales_and_zeros[(g * rows + r) * 2 + 1] = *low + 8 * scale;
+      if (layout == Int4Layout::kAten) {
+        scales_and_zeros[(g * rows + r) * 2] = scale;
+        scales_and_zeros[(g * rows + r) * 2 + 1] = *low + 8 * scale;
+      } else {
+        scales_and_zeros[(r * 2) * groups + g] = scale;
+        scales_and_zeros[(r * 2 + 1) * groups + g] = *low;
+      }
     }
-  return {make(a.shape, std::move(quantized), "int32"),
-          make({groups, rows, 2}, std::move(scales_and_zeros))};
+  std::vector<int64_t> shape = layout == Int4Layout::kAten ? std::vector<int64_t>{groups, rows, 2}
+                                                           : std::vector<int64_t>{rows, 2, groups};
+  return {make(a.shape, std::move(quantized), "int32"), make(shape, std::move(scales_and_zeros))};
 }
 
 }  // namespace fxopt

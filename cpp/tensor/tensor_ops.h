@@ -22,14 +22,24 @@ struct QuantizedRows {
   TensorInfo scales;  // float32, [rows]
 };
 
+// Which kernel a QuantizedGroups is laid out for.
+enum class Int4Layout {
+  kAten,   // aten._weight_int4pack_mm_for_cpu
+  kFxopt,  // fxopt's own (kernels/int4_weight_mm.h)
+};
+
 // A 2-D [N, K] tensor quantized to 4 bits asymmetrically per group of `group_size` columns of a
-// row, as ATen's CPU int4 kernels take it: q = round((a - min) / scale) in [0, 15] with
-// scale = (max - min) / 15, and a = (q - 8) * scale + zero, zero = min + 8 * scale.
+// row: q = round((a - min) / scale) in [0, 15] with scale = (max - min) / 15, so
+// a = q * scale + min, which ATen's CPU int4 kernels take as (q - 8) * scale + zero with
+// zero = min + 8 * scale.
 struct QuantizedGroups {
-  // The q values in the layout of the implementation's kernel (torch: packed two per byte by
-  // aten._convert_weight_to_int4pack_for_cpu; the reference: one int32 per element, [N, K]).
+  // The q values in the layout of the kernel (torch: packed two per byte by
+  // aten._convert_weight_to_int4pack_for_cpu, or int4_pack_rows for fxopt's; the reference: one
+  // int32 per element, [N, K], for both).
   TensorInfo values;
-  TensorInfo scales_and_zeros;  // float32, [K / group_size, N, 2]: scale, zero
+  // float32; kAten: [K / group_size, N, 2] (scale, zero); kFxopt: [N, 2, K / group_size] (each
+  // row's scales, then its minimums).
+  TensorInfo scales_and_zeros;
 };
 
 class TensorOps {
@@ -58,8 +68,10 @@ class TensorOps {
   // A 1-D tensor holding `values`, on the device and with the dtype of `like`.
   virtual TensorInfo from_values(const std::vector<double>& values, const TensorInfo& like) = 0;
   virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
-  // Requires K divisible by group_size and N by 16 (the packing's tile).
-  virtual QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size) = 0;
+  // Requires K divisible by group_size; kAten: N by 16 (the packing's tile); kFxopt: group_size
+  // by 32.
+  virtual QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size,
+                                               Int4Layout layout) = 0;
   // Runs the call `node` (call_function or call_method) once, with `operands[i]` standing for
   // the i-th node it reads (Node::for_each_input order) and its other arguments as they are;
   // nullopt if the call does not return a tensor. How passes fold constants: the op itself is

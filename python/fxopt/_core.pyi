@@ -190,7 +190,17 @@ def fx_graph_lints_clean(graph: torch.fx.Graph, module_type: type) -> bool:
 def passes() -> list[PassInfo]:
     """The registry, in its order."""
 
-def int8_weight_mm(x: int, rows: int, k: int, w: int, scale: int, n: int, y: int) -> None:
+def int8_weight_mm(x: int, rows: int, k: int, w: int, scale: int, n: int, y: int, threads: int) -> None:
     """
     y[rows, n] = x[rows, k] (float32) times int8 rows w[n, k] scaled by scale[n] (kernels/int8_weight_mm.h); arguments are data addresses of contiguous arrays.
+    """
+
+def int4_weight_mm(x: int, rows: int, k: int, packed: int, params: int, group: int, n: int, y: int, threads: int) -> None:
+    """
+    y[rows, n] = x[rows, k] (float32) times 4-bit rows packed[n, k / 2] with a scale and minimum per group of columns, params[n, 2, k / group] (kernels/int4_weight_mm.h); arguments are data addresses of contiguous arrays.
+    """
+
+def int4_pack_rows(q: int, n: int, k: int, packed: int) -> None:
+    """
+    packed[n, k / 2] = q[n, k] (uint8 values in [0, 15]) in int4_weight_mm's layout.
     """

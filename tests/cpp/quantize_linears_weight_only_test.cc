@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
 #include "norm_fixtures.h"
 #include "passes/quantize_linears_weight_only.h"
@@ -15,19 +16,20 @@ const std::string kSig = "QuantizeLinearsWeightOnly-test";
 class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing::NormFixture {
  protected:
   PassResult apply(std::string activation, bool reverse = false, int bits = 8,
-                   Chooser& chooser = static_chooser()) {
-    return run_pass(QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, 4),
-                    program, edits, ops, kSig, reverse, chooser);
+                   Chooser& chooser = static_chooser(), int64_t group_size = 4) {
+    return run_pass(
+        QuantizeLinearsWeightOnly(std::move(activation), Opaque{5}, Opaque{6}, bits, group_size),
+        program, edits, ops, kSig, reverse, chooser);
   }
 };
 
-// Answers every query with fxopt's own int8 kernel.
+// Answers every query with fxopt's own kernel (int8 or int4).
 class OwnKernelChooser final : public Chooser {
  public:
   KernelChoice choose(const ChoiceQuery& query) override {
-    return {size_t(std::find(query.candidates.begin(), query.candidates.end(), "fxopt_int8") -
-                   query.candidates.begin()),
-            0.5, "fixed"};
+    auto own = std::find_if(query.candidates.begin(), query.candidates.end(),
+                            [](const std::string& c) { return c.starts_with("fxopt_"); });
+    return {size_t(own - query.candidates.begin()), 0.5, "fixed"};
   }
 };
 
@@ -159,8 +161,8 @@ TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExact
   EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
 }
 
-TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesTheKernelCannotPack) {
-  attribute("w", {8, 8});  // 8 outputs: not a multiple of 16
+TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesNeitherKernelTakes) {
+  attribute("w", {8, 8});  // 8 outputs: not ATen's tiles of 16; groups of 4: not fxopt's 32
   Node* x = b.input("x");
   program.graph.set_value_info(x, "float32", {3, 8});
   b.output(Tuple{{b.call("linear", "aten.linear.default", {x, b.attr("w", "w")})}});
@@ -168,7 +170,8 @@ TEST_F(QuantizeLinearsWeightOnlyTest, Int4SkipsShapesTheKernelCannotPack) {
   EXPECT_TRUE(result.changed.empty());
   ASSERT_EQ(result.skipped.size(), 1u);
   EXPECT_EQ(result.skipped[0].reason,
-            "int4: its out_features 8 is not a multiple of 16 (the kernel's packing)");
+            "int4: its out_features 8 is not a multiple of 16 (ATen's packing) and the group "
+            "size 4 not of 32 (fxopt's kernel)");
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, BFloat16SkipsInFeaturesTheKernelReadsWrong) {
@@ -214,6 +217,72 @@ TEST_F(QuantizeLinearsWeightOnlyTest, OptionsAreChecked) {
                    Dict{{{"activation", "float32"}, {"bits", int64_t{3}}}}),
                std::invalid_argument);
   EXPECT_NE(QuantizeLinearsWeightOnly::from_options(Dict{{{"activation", "float32"}}}), nullptr);
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsInt4KernelTakesFloat32AndReversesExactly) {
+  linear_module("fc", 64, 6, false);  // 6 outputs: ATen's kernel (tiles of 16) could not take it
+  TensorInfo x_value = input({2, 3, 64});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 64});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+
+  OwnKernelChooser chooser;
+  ASSERT_EQ(apply("bfloat16", false, 4, chooser, 32).changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int4_weight_linear.int4_weight_linear"),
+            1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._to_copy.default"), 0u);  // float32 throughout
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten.reshape.default"), 0u);   // x of any rank
+  // Each row's scales, then its minimums, per group of 32 columns.
+  EXPECT_EQ(program.attributes.at("fc.weight_int4wo_scale_zeros").shape,
+            (std::vector<int64_t>{6, 2, 2}));
+  double error = max_diff(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.2);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  apply("bfloat16", /*reverse=*/true, 4, chooser, 32);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+}
+
+// The plain definition of the int4 kernel: x times q * scale + min per group, column c of row j
+// being q[j][c].
+std::vector<double> int4_by_definition(const std::vector<float>& x, int64_t rows, int64_t k,
+                                       const std::vector<uint8_t>& q, const std::vector<float>& p,
+                                       int64_t group, int64_t n) {
+  int64_t groups = k / group;
+  std::vector<double> y(size_t(rows * n), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i)
+        y[r * n + j] += double(x[r * k + i]) * (q[j * k + i] * p[(j * 2) * groups + i / group] +
+                                                p[(j * 2 + 1) * groups + i / group]);
+  return y;
+}
+
+TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
+  // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 40003: blocks of 4 and a tail of
+  // 3, enough weight bytes (3.2 MB of int4, 5.1 MB of int8) that two threads share the parts.
+  const int64_t rows = 3, k = 128, group = 64, n = 40003, groups = k / group;
+  std::vector<float> x(rows * k), params(n * 2 * groups), y(rows * n), y2(rows * n);
+  std::vector<uint8_t> q(n * k), packed(n * k / 2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
+  for (size_t i = 0; i < q.size(); ++i) q[i] = uint8_t(i * 7 % 16);
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * float(int(i % 11) - 5);
+  int4_pack_rows(q.data(), n, k, packed.data());
+  int4_weight_mm(x.data(), rows, k, packed.data(), params.data(), group, n, y.data(), 1);
+  std::vector<double> expected = int4_by_definition(x, rows, k, q, params, group, n);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << "at " << i;
+  // Split over threads: each channel computed by one thread, in the same order.
+  int4_weight_mm(x.data(), rows, k, packed.data(), params.data(), group, n, y2.data(), 2);
+  EXPECT_EQ(y, y2);
+  std::vector<int8_t> w(n * k, 3);
+  std::vector<float> scale(n, 0.5f);
+  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y.data(), 1);
+  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y2.data(), 2);
+  EXPECT_EQ(y, y2);
 }
 
 }  // namespace

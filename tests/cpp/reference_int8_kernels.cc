@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
 #include "reference_interpreter.h"
 
@@ -100,6 +101,23 @@ Value own_int8_weight_linear(ReferenceInterpreter& in, const Node&,
   return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), "float32");
 }
 
+// fxopt's own int4 kernel (kernels/int4_weight_mm.h) on the reference layout of QuantizedGroups
+// (one value per element, [N, K]), packed here and run for real like the int8 one.
+Value own_int4_weight_linear(ReferenceInterpreter& in, const Node&,
+                             const std::vector<Value>& args) {
+  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1), &p = tensor(args, 2);
+  int64_t k = a.shape.back(), n = b.shape.at(0), groups = p.shape.at(2), m = 1;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d) m *= a.shape[d];
+  const auto &av = in.ops().values(a), &bv = in.ops().values(b), &pv = in.ops().values(p);
+  std::vector<float> x(av.begin(), av.end()), params(pv.begin(), pv.end()), y(size_t(m * n));
+  std::vector<uint8_t> q(bv.begin(), bv.end()), packed(size_t(n * k / 2));
+  int4_pack_rows(q.data(), n, k, packed.data());
+  int4_weight_mm(x.data(), m, k, packed.data(), params.data(), k / groups, n, y.data());
+  std::vector<int64_t> shape = a.shape;
+  shape.back() = n;
+  return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), "float32");
+}
+
 // aten._weight_int4pack_mm_for_cpu on the reference layout of QuantizedGroups (one int32 per
 // element, [N, K]): a times ((q - 8) * scale + zero) transposed, per group of columns.
 Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
@@ -168,6 +186,7 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
   add("fxopt.runtime.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
+  add("fxopt.runtime.int4_weight_linear.int4_weight_linear", own_int4_weight_linear);
   add("aten.clamp_min.default",
       [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
         return elementwise(in, a, [](double x, double y) { return std::max(x, y); });

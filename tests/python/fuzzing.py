@@ -390,6 +390,7 @@ KERNEL_PINS: tuple[dict[str, str], ...] = (
     {"linear": "onednn"},  # oneDNN's Linear with the activation left after it
     {"int8_linear": "int8_onednn"},  # torch's packed int8 GEMMs, one call per Linear
     {"int8_linear": "int8_fbgemm"},
+    {"int8_weight_only": "fxopt_int8", "int4_weight_only": "fxopt_int4"},  # fxopt's own kernels
 )
 
 

@@ -95,3 +95,52 @@ def test_optimizing_twice_or_with_an_unknown_preset_is_refused() -> None:
     fxopt.optimize_model(model)
     with pytest.raises(ValueError, match="optimized already"):
         fxopt.optimize_model(model)
+
+
+def test_the_kv_cache_appends_in_place_with_identical_logits_and_restores() -> None:
+    """optimize_model makes the cache passed in append into buffers with room (runtime/kv_cache):
+    per step only the new rows are written, the logits of every step are bit-identical to the
+    copying cache's (the hook run alone on the eager model), views handed out earlier never
+    change (crop, then append again), and restore_model removes the hook."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    from fxopt.runtime.kv_cache import grow_in_place
+
+    model = tiny_llama()
+    tokens = greedy(model, PROMPT, 8)
+
+    def stepwise(cache: DynamicCache) -> list[torch.Tensor]:
+        with torch.no_grad():
+            out = model(tokens[:, :12], past_key_values=cache, use_cache=True)
+            logits = [out.logits]
+            for t in range(12, tokens.shape[1]):
+                out = model(tokens[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+                logits.append(out.logits)
+        return logits
+
+    expected = stepwise(DynamicCache(config=model.config))
+    cache = DynamicCache(config=model.config)
+    grow_in_place(model, (), {"past_key_values": cache})
+    assert all(torch.equal(a, b) for a, b in zip(stepwise(cache), expected))
+    layer = cache.layers[0]
+    assert type(layer).__name__ == "GrowingKVLayer" and isinstance(layer, DynamicLayer)
+    keys = layer.keys
+    assert keys.shape[-2] == tokens.shape[1] and keys.storage_offset() == 0
+    assert keys.untyped_storage().nbytes() > keys.numel() * keys.element_size()  # room to grow
+    kept = keys.clone()
+    cache.crop(-2)
+    with torch.no_grad():
+        model(tokens[:, -1:], past_key_values=cache, use_cache=True)
+    assert torch.equal(keys, kept)  # the rows an earlier step handed out stay as they were
+    assert cache.layers[0].keys.shape[-2] == keys.shape[-2] - 1
+
+    fxopt.optimize_model(model)
+    with torch.no_grad():
+        fresh = DynamicCache(config=model.config)
+        model(tokens[:, :12], past_key_values=fresh, use_cache=True)
+    assert type(fresh.layers[0]).__name__ == "GrowingKVLayer"
+    fxopt.restore_model(model)
+    with torch.no_grad():
+        fresh = DynamicCache(config=model.config)
+        model(tokens[:, :12], past_key_values=fresh, use_cache=True)
+    assert type(fresh.layers[0]) is DynamicLayer

@@ -74,6 +74,85 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
     assert torch.equal(restored(x), model(x))
 
 
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_fxopts_int4_kernel_matches_the_dequantized_weight_and_reverses_exactly(mode: str, tmp_path) -> None:
+    """fxopt's int4 candidate, pinned: its output is the Linear of the dequantized weight
+    (q * scale + min per group) to float32 rounding, at every rank and thread count; saved and
+    loaded like any graph; reverse gives the float graph and its outputs back bit-exact."""
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(1, 3, 64)
+    gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    if mode == "symbolic":
+        ShapeProp(gm).propagate(x)
+    with fxopt.tuning.pinned(int4_weight_only="fxopt_int4"):
+        transformation = QuantizeLinearsWeightOnly(bits=4)
+        own = transformation(copy.deepcopy(gm))
+    assert own.code.count("int4_weight_linear(") == 2 and "_weight_int4pack" not in own.code
+    assert fxopt.verify(model, own, (x,)).min_cosine >= 0.99
+    from fxopt.engine.tensor_ops import TorchTensorOps
+
+    def dequantized(weight: torch.Tensor) -> torch.Tensor:
+        n, k = weight.shape
+        groups = weight.reshape(n, k // 32, 32)
+        low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
+        scale = ((high - low) / 15).clamp_min(1e-6)
+        return (torch.round((groups - low) / scale).clamp(0, 15) * scale + low).reshape(n, k)
+
+    packed, params = TorchTensorOps().quantize_groups_int4(model.up.weight, 32, "fxopt")
+    from fxopt.runtime.int4_weight_linear import int4_weight_linear
+
+    expected = torch.nn.functional.linear(x, dequantized(model.up.weight))
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            torch.testing.assert_close(int4_weight_linear(x, packed, params), expected, rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_num_threads(threads)
+    fxopt.save(own, tmp_path / "own.fxopt")
+    torch.testing.assert_close(fxopt.load(tmp_path / "own.fxopt")(x), own(x), rtol=0, atol=0)
+    restored = transformation(own, reverse=True)
+    assert restored.code == gm.code
+    assert torch.equal(restored(x), model(x))
+
+
+def test_fxopts_kernels_split_rows_over_threads_with_the_same_results() -> None:
+    """torch's thread count reaches the kernels (kernels/row_split.h): each output channel is
+    computed by one thread in the same order, so 1 and 2 threads give identical bits."""
+    from fxopt.engine.tensor_ops import TorchTensorOps
+    from fxopt.runtime.int4_weight_linear import int4_weight_linear
+    from fxopt.runtime.int8_weight_linear import int8_weight_linear
+
+    torch.manual_seed(0)
+    # 8198 rows: blocks of 4 and a tail; 4.2 MB of int8, 2.6 MB of int4: parts for both threads
+    weight, x = torch.randn(8198, 512), torch.randn(2, 512)
+    int8 = TorchTensorOps().quantize_rows_int8(weight)
+    int4 = TorchTensorOps().quantize_groups_int4(weight, 64, "fxopt")
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            results.append((int8_weight_linear(x, *int8), int4_weight_linear(x, *int4)))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_fxopts_int4_kernel_refuses_what_it_cannot_read() -> None:
+    from fxopt.runtime.int4_weight_linear import int4_weight_linear
+
+    packed, params = torch.zeros(4, 32, dtype=torch.uint8), torch.zeros(4, 2, 2)
+    with pytest.raises(ValueError):
+        int4_weight_linear(torch.ones(2, 63), packed, params)  # k differs
+    with pytest.raises(TypeError):
+        int4_weight_linear(torch.ones(2, 64), packed, params.double())
+    with pytest.raises(ValueError):
+        int4_weight_linear(torch.ones(2, 64), packed, torch.zeros(4, 2, 3))  # groups of 64 / 3
+    with pytest.raises(TypeError):
+        int4_weight_linear(torch.ones(2, 64, dtype=torch.bfloat16), packed, params)
+
+
 def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
     from fxopt.runtime.int8_weight_linear import int8_weight_linear
 

@@ -180,6 +180,7 @@ def test_real_timings_pick_a_candidate_that_runs(measuring):
         ("int8_linear", ["float32", "int8_per_token", "int8_onednn", "int8_fbgemm"], "none"),
         ("int8_linear", ["float32", "int8_per_token", "int8_onednn", "int8_fbgemm"], "none,no_bias"),
         ("int8_weight_only", ["float32", "int8_weight_only", "fxopt_int8"], "none"),
+        ("int4_weight_only", ["float32", "int4_weight_only", "fxopt_int4"], "none"),
     ):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
@@ -229,6 +230,20 @@ def test_weight_only_int8_follows_the_measurement(measuring, monkeypatch):
         assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {fastest}
         assert product in out.code
         torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.05, atol=0.05)
+        assert pass_(out, reverse=True).code == gm.code
+
+
+def test_weight_only_int4_follows_the_measurement(measuring, monkeypatch):
+    _, gm, inputs = traced_bert()
+    for fastest, product in (("int4_weight_only", "_weight_int4pack_mm_for_cpu"), ("fxopt_int4", "int4_weight_linear")):
+        fake_timings(monkeypatch, {"float32": 1.0, "int4_weight_only": 0.5, "fxopt_int4": 0.5} | {fastest: 0.25})
+        measuring.cache = ChoiceCache(measuring.cache.directory / fastest)
+        pass_ = QuantizeLinearsWeightOnly(bits=4)
+        out = compose(pass_, inplace=False)(gm)
+        assert pass_.report.changed and {c.picked for c in pass_.report.choices} == {fastest}
+        assert {c.op for c in pass_.report.choices} == {"int4_weight_only"}
+        assert product in out.code
+        torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=0.2, atol=0.2)
         assert pass_(out, reverse=True).code == gm.code
 
 

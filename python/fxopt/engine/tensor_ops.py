@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .. import _core
+
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
@@ -80,17 +82,25 @@ class TorchTensorOps:
         values = torch.round(t / scales[:, None]).to(torch.int8)
         return _own(values), _own(scales)
 
-    def quantize_groups_int4(self, a: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """4-bit values packed for aten._weight_int4pack_mm_for_cpu, and its [K / group, N, 2]
-        scales and zeros (tensor_ops.h: QuantizedGroups)."""
+    def quantize_groups_int4(
+        self, a: torch.Tensor, group_size: int, kernel: str = "aten"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """4-bit values packed for `kernel`, "aten" (aten._weight_int4pack_mm_for_cpu: its
+        [K / group, N, 2] scales and zeros) or "fxopt" (kernels/int4_weight_mm.h: [N, K / 2]
+        bytes and [N, 2, K / group] scales and minimums); tensor_ops.h: QuantizedGroups."""
         rows, cols = a.shape
         groups = a.detach().float().reshape(rows, cols // group_size, group_size)
         low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
         scales = ((high - low) / 15).clamp_min(1e-6)
-        values = torch.round((groups - low) / scales).clamp(0, 15).reshape(rows, cols).to(torch.int32)
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values, 1)
-        zeros = low + 8 * scales
-        scales_and_zeros = torch.stack([scales.squeeze(-1).t(), zeros.squeeze(-1).t()], -1)
+        values = torch.round((groups - low) / scales).clamp(0, 15).reshape(rows, cols)
+        scales, low = scales.squeeze(-1), low.squeeze(-1)
+        if kernel == "fxopt":
+            q = values.to(torch.uint8).contiguous()
+            packed = torch.empty(rows, cols // 2, dtype=torch.uint8)
+            _core.int4_pack_rows(q.data_ptr(), rows, cols, packed.data_ptr())
+            return packed, _own(torch.stack([scales, low], 1))
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values.to(torch.int32), 1)
+        scales_and_zeros = torch.stack([scales.t(), (low + 8 * scales).t()], -1)
         return _own(packed), _own(scales_and_zeros)
 
     def evaluate(

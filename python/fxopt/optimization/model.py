@@ -32,6 +32,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
 from .. import tuning
+from ..runtime import kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
 from .presets import preset as build_preset
@@ -41,6 +42,10 @@ ModelT = TypeVar("ModelT", bound=nn.Module)
 
 _MARK = "_fxopt_optimized_blocks"
 """Attribute of an optimized model: the names of the blocks whose forward fxopt replaced."""
+
+_KV_HOOK = "_fxopt_kv_cache_hook"
+"""Attribute of an optimized model: the handle of its forward pre-hook that makes the
+transformers KV cache passed in append in place (runtime/kv_cache.py)."""
 
 
 FEW_ROWS = 8
@@ -162,7 +167,9 @@ def _install(module: nn.Module, name: str, preset: str, installed: list[str]) ->
 
 
 def optimize_model(model: ModelT, preset: str = "default", *, calibration: Inputs | None = None) -> ModelT:
-    """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`.
+    """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, and a
+    transformers KV cache passed to it appending in place (runtime/kv_cache.py: the same values,
+    without copying the cache every step).
 
     The class, config, `generate`, hooks and `save_pretrained` (of the original weights) stay;
     ``fxopt.restore_model(model)`` undoes it. Graphs are prepared on each block's first call;
@@ -176,6 +183,8 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     installed: list[str] = []
     _install(model, "", preset, installed)
     object.__setattr__(model, _MARK, tuple(installed))
+    hook = model.register_forward_pre_hook(kv_cache.grow_in_place, with_kwargs=True)
+    object.__setattr__(model, _KV_HOOK, hook)
     if calibration is not None:
         with torch.no_grad():
             if isinstance(calibration, Mapping):
@@ -200,4 +209,7 @@ def restore_model(model: ModelT) -> ModelT:
             del block.__dict__["forward"]
     if _MARK in model.__dict__:
         del model.__dict__[_MARK]
+    hook = model.__dict__.pop(_KV_HOOK, None)
+    if hook is not None:
+        hook.remove()
     return model

@@ -240,6 +240,30 @@ def _conv(fused: bool | None) -> Builder:
     return build
 
 
+INT4_GROUP_SIZE = 32
+"""int4 candidates are timed with this many columns per scale (the decode-int4 preset's): the
+query names the Linear's shape, not the pass's group size."""
+
+
+def _int4_weight_only(problem: Problem) -> Callable[[], object]:
+    """The chain QuantizeLinearsWeightOnly emits for 4 bits with ATen's kernel (casts included)."""
+    o = _linear_operands(replace(problem, dtype="float32"))
+    activations = getattr(torch, problem.dtype)
+    packed, scales_and_zeros = _WEIGHTS.quantize_groups_int4(o.weight, INT4_GROUP_SIZE)
+    scales_and_zeros = scales_and_zeros.to(activations)
+
+    def run() -> object:
+        x = o.x.to(activations)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, INT4_GROUP_SIZE, scales_and_zeros).float()
+        return y if o.bias is None else y + o.bias
+
+    return run
+
+
+def _has_int4_weight_kernel() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu")
+
+
 def _has_int8_weight_kernel() -> bool:
     return hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
@@ -258,3 +282,5 @@ for _engine in dynamic_int8.ENGINES:
     register("int8_linear", _name, partial(dynamic_int8.available, _engine), _int8_kernel(_name))
 register("int8_weight_only", "float32", _always, _float32_linear)
 register("int8_weight_only", "int8_weight_only", _has_int8_weight_kernel, _int8_weight_only)
+register("int4_weight_only", "float32", _always, _float32_linear)
+register("int4_weight_only", "int4_weight_only", _has_int4_weight_kernel, _int4_weight_only)

@@ -1,0 +1,59 @@
+#include "bindings/kernels.h"
+
+#include <cstdint>
+
+#include "kernels/int4_weight_mm.h"
+#include "kernels/int8_weight_mm.h"
+
+namespace nb = nanobind;
+
+namespace fxopt::bindings {
+namespace {
+
+template <class T>
+T* at(uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+}  // namespace
+
+// Addresses, not tensors: the engine has no torch headers, and converting four tensors through
+// DLPack would cost more than a decoding step's kernel (fxopt/runtime/int8_weight_linear.py and
+// int4_weight_linear.py check the tensors and pass their data_ptr()). `threads`: torch's thread
+// count.
+void bind_kernels(nb::module_& m) {
+  m.def(
+      "int8_weight_mm",
+      [](uintptr_t x, int64_t rows, int64_t k, uintptr_t w, uintptr_t scale, int64_t n, uintptr_t y,
+         int threads) {
+        int8_weight_mm(at<const float>(x), rows, k, at<const int8_t>(w), at<const float>(scale), n,
+                       at<float>(y), threads);
+      },
+      nb::arg("x"), nb::arg("rows"), nb::arg("k"), nb::arg("w"), nb::arg("scale"), nb::arg("n"),
+      nb::arg("y"), nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "y[rows, n] = x[rows, k] (float32) times int8 rows w[n, k] scaled by scale[n] "
+      "(kernels/int8_weight_mm.h); arguments are data addresses of contiguous arrays.");
+  m.def(
+      "int4_weight_mm",
+      [](uintptr_t x, int64_t rows, int64_t k, uintptr_t packed, uintptr_t params, int64_t group,
+         int64_t n, uintptr_t y, int threads) {
+        int4_weight_mm(at<const float>(x), rows, k, at<const uint8_t>(packed),
+                       at<const float>(params), group, n, at<float>(y), threads);
+      },
+      nb::arg("x"), nb::arg("rows"), nb::arg("k"), nb::arg("packed"), nb::arg("params"),
+      nb::arg("group"), nb::arg("n"), nb::arg("y"), nb::arg("threads"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "y[rows, n] = x[rows, k] (float32) times 4-bit rows packed[n, k / 2] with a scale and "
+      "minimum per group of columns, params[n, 2, k / group] (kernels/int4_weight_mm.h); "
+      "arguments are data addresses of contiguous arrays.");
+  m.def(
+      "int4_pack_rows",
+      [](uintptr_t q, int64_t n, int64_t k, uintptr_t packed) {
+        int4_pack_rows(at<const uint8_t>(q), n, k, at<uint8_t>(packed));
+      },
+      nb::arg("q"), nb::arg("n"), nb::arg("k"), nb::arg("packed"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "packed[n, k / 2] = q[n, k] (uint8 values in [0, 15]) in int4_weight_mm's layout.");
+}
+
+}  // namespace fxopt::bindings

@@ -1,0 +1,18 @@
+"""What fxopt's weight-only kernels (cpp/kernels/) need of the activations, checked once for both.
+
+The kernels read raw memory: the wrappers check every size and layout they rely on, then pass
+addresses. Inference only: results have no autograd history.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def kernel_input(name: str, x: torch.Tensor, k: int) -> torch.Tensor:
+    """x as the kernels read it: float32 on the CPU, last dimension k, contiguous."""
+    if x.dim() < 1 or x.shape[-1] != k:
+        raise ValueError(f"{name}: x {tuple(x.shape)} does not end in {k}")
+    if x.dtype != torch.float32 or x.device.type != "cpu":
+        raise TypeError(f"{name}: float32 CPU activations, not {x.dtype} on {x.device}")
+    return x.contiguous()
