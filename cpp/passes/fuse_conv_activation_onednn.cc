@@ -1,10 +1,10 @@
 #include "passes/fuse_conv_activation_onednn.h"
 
 #include <algorithm>
-#include <ranges>
 
 #include "ops/attention.h"
 #include "ops/conv.h"
+#include "passes/fused_call.h"
 #include "passes/onednn_dtypes.h"
 #include "passes/onednn_post_op.h"
 #include "rewrite/capture.h"
@@ -15,9 +15,6 @@ namespace {
 // The Python function that packs the weight and runs oneDNN (python/fxopt/runtime/onednn_conv.py).
 const Symbol kConvPointwise = Symbol::intern("fxopt.runtime.onednn_conv.conv_pointwise");
 constexpr size_t kArity = 11;
-
-// The record: the convolution, add and activation nodes the call replaced, captured.
-constexpr RecordKey<Arg> kNodes{"nodes"};
 
 // A stored tensor of the convolution: its get_attr operand, or a new read of its module's.
 Arg read_conv_tensor(Rewriter& rewriter, const Conv& conv, Node* anchor, std::string_view name) {
@@ -141,29 +138,17 @@ void FuseConvActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
                op.attr,
                op.scalars,
                op.algorithm};
-  Node* fused = rewriter.insert_before(result, NodeKind::CallFunction, kConvPointwise,
-                                       "conv_pointwise", std::move(args));
-  rewriter.share_value_info(*result, fused);
-  rewriter.replace_all_uses(result, fused);
-  for (Node* erased : std::views::reverse(pattern)) rewriter.erase(erased);
-  set_reversal_record(rewriter, fused, ctx.signature, Record().set(kNodes, std::move(*captured)));
-  ctx.changed(fused);
+  replace_by_fused_call(ctx, pattern, std::move(*captured), kConvPointwise, "conv_pointwise",
+                        std::move(args));
 }
 
 void FuseConvActivationOneDnn::restore(PassContext& ctx, Node* node,
                                        const RecordReader& record) const {
-  Rewriter& rewriter = ctx.rewriter;
   if (node->args().size() != kArity || !node->args()[0].node())
     throw PassError(*node, "is no longer the oneDNN convolution this transformation made");
   std::vector<Node*> inputs = {node->args()[0].node()};
   if (Node* residual = node->args()[7].node()) inputs.push_back(residual);
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.get(kNodes), inputs);
-  std::vector<Node*> reads;
-  for (size_t i : {1, 2})
-    if (Node* read = node->args()[i].node()) reads.push_back(read);
-  rewriter.replace_and_erase(node, rebuilt.back());
-  for (Node* read : reads) rewriter.erase_if_unused_read(read);
-  ctx.restored(rebuilt.back());
+  restore_fused_chain(ctx, node, record, inputs, {1, 2});
 }
 
 }  // namespace fxopt

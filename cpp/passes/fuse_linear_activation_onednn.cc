@@ -4,6 +4,7 @@
 
 #include "ops/effects.h"
 #include "ops/targets.h"
+#include "passes/fused_call.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/onednn_dtypes.h"
@@ -12,9 +13,6 @@
 
 namespace fxopt {
 namespace {
-
-// The record: the Linear and activation nodes the fused call replaced, captured.
-constexpr RecordKey<Arg> kNodes{"nodes"};
 
 // Whether a reader of `value` writes it in place (x += y, x.add_(y)).
 bool updated_in_place(const Program& program, const Node* value) {
@@ -73,30 +71,16 @@ void FuseLinearActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
                op.attr,
                op.scalars,
                op.algorithm};
-  Node* fused =
-      rewriter.insert_before(result, NodeKind::CallFunction, targets::kOnednnLinearPointwise,
-                             "linear_pointwise", std::move(args));
-  rewriter.share_value_info(*result, fused);
-  rewriter.replace_all_uses(result, fused);
-  for (auto it = pattern.rbegin(); it != pattern.rend(); ++it) rewriter.erase(*it);
-
-  set_reversal_record(rewriter, fused, ctx.signature, Record().set(kNodes, std::move(*captured)));
-  ctx.changed(fused);
+  replace_by_fused_call(ctx, pattern, std::move(*captured), targets::kOnednnLinearPointwise,
+                        "linear_pointwise", std::move(args));
 }
 
 void FuseLinearActivationOneDnn::restore(PassContext& ctx, Node* node,
                                          const RecordReader& record) const {
-  Rewriter& rewriter = ctx.rewriter;
   if (node->args().size() != 6 || !node->args()[0].node())
     throw PassError(*node, "is no longer the oneDNN linear this transformation made");
   Node* inputs[] = {node->args()[0].node()};
-  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, node, record.get(kNodes), inputs);
-  std::vector<Node*> reads;
-  for (size_t i : {1, 2})
-    if (Node* read = node->args()[i].node()) reads.push_back(read);
-  rewriter.replace_and_erase(node, rebuilt.back());
-  for (Node* read : reads) rewriter.erase_if_unused_read(read);
-  ctx.restored(rebuilt.back());
+  restore_fused_chain(ctx, node, record, inputs, {1, 2});
 }
 
 }  // namespace fxopt

@@ -1,0 +1,42 @@
+#include "passes/fused_call.h"
+
+#include <ranges>
+
+#include "rewrite/capture.h"
+
+namespace fxopt {
+namespace {
+
+// The record: the nodes the fused call replaced, captured.
+constexpr RecordKey<Arg> kNodes{"nodes"};
+
+}  // namespace
+
+Node* replace_by_fused_call(PassContext& ctx, const std::vector<Node*>& chain, Arg captured,
+                            Symbol target, std::string_view name, Args args) {
+  Rewriter& rewriter = ctx.rewriter;
+  Node* result = chain.back();
+  Node* fused =
+      rewriter.insert_before(result, NodeKind::CallFunction, target, name, std::move(args));
+  rewriter.share_value_info(*result, fused);
+  rewriter.replace_all_uses(result, fused);
+  for (Node* erased : std::views::reverse(chain)) rewriter.erase(erased);
+  set_reversal_record(rewriter, fused, ctx.signature, Record().set(kNodes, std::move(captured)));
+  ctx.changed(fused);
+  return fused;
+}
+
+void restore_fused_chain(PassContext& ctx, Node* call, const RecordReader& record,
+                         std::span<Node* const> inputs,
+                         std::initializer_list<size_t> tensor_operands) {
+  Rewriter& rewriter = ctx.rewriter;
+  std::vector<Node*> rebuilt = rebuild_nodes(rewriter, call, record.get(kNodes), inputs);
+  std::vector<Node*> reads;
+  for (size_t i : tensor_operands)
+    if (Node* read = call->args()[i].node()) reads.push_back(read);
+  rewriter.replace_and_erase(call, rebuilt.back());
+  for (Node* read : reads) rewriter.erase_if_unused_read(read);
+  ctx.restored(rebuilt.back());
+}
+
+}  // namespace fxopt
