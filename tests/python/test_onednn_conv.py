@@ -21,6 +21,7 @@ from norm_models import (
     DIALECTS,
     assert_outputs_close,
     check_reverse,
+    count,
     outputs,
     tensor_states,
     tiny_mobilenet_v2,
@@ -36,12 +37,7 @@ def fused_calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
 
 
 def conv_calls(gm: torch.fx.GraphModule) -> int:
-    modules = dict(gm.named_modules())
-    return sum(
-        (n.op == "call_module" and isinstance(modules[n.target], torch.nn.Conv2d))
-        or n.target in (torch.conv2d, torch.ops.aten.conv2d.default)
-        for n in gm.graph.nodes
-    )
+    return count(gm, torch.nn.Conv2d, torch.conv2d, torch.ops.aten.conv2d.default)
 
 
 def computing_nodes(gm: torch.fx.GraphModule) -> int:
