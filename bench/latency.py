@@ -8,6 +8,8 @@ background load on a shared machine hits them alike and the times of one round p
 Variants (`--variants`):
 
 * eager: the transformers model as loaded, float32; the reference of every speedup and error.
+* fxopt-traced: `fxopt.trace` alone, no pass: what the trace itself changes (transformers
+  materialise an attention mask in a traced graph that eager skips when it is all ones).
 * fxopt-default, fxopt-fast: `fxopt.trace`, then the preset's passes (`fxopt.optimization.presets`).
   Preparation = trace + passes; "fxopt s" is fxopt's own part of it: one `compose(...)(gm)`
   call (import into the engine, passes with their kernel choices timed into an empty cache,
@@ -56,6 +58,9 @@ configurations; estimated 35-45 minutes on a quiet 2-core machine, a third of it
 48 compilations; --budget caps the timed rounds of each configuration), `--quick` (MiniLM and
 ResNet-50, batch 1, 1 thread, 5 rounds: 3-4 minutes on a busy machine), or pick with --models /
 --batches / --threads / --variants / --rounds.
+`--device cuda` runs the models on a CUDA GPU: the variants that run there (eager, fxopt's
+presets as picked for that device, torch.compile, bfloat16, autocast), each call timed until the
+GPU has finished it; the CPU runtimes are listed as not applicable.
 Writes bench/results/latency.md (latency_quick.md with --quick; --output NAME for others).
 """
 
@@ -91,7 +96,7 @@ import fxopt
 from fxopt.cli import models, sentences
 from fxopt.cli.optimize import _outcome
 from fxopt.cli.timing import Latency, Speedup, measure_latency
-from fxopt.optimization import QuantizeLinearsInt8, SmoothLinearInputs, Transformation, compose, presets
+from fxopt.optimization import QuantizeLinearsInt8, SmoothLinearInputs, Transformation, compose, hardware, presets
 from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.verification.verify import cosine_similarity
 
@@ -165,6 +170,10 @@ class Subject:
     """fxopt's trace, made once per batch (or why tracing failed)."""
     trace_s: float = 0.0
 
+    @property
+    def device(self) -> torch.device:
+        return hardware.model_device(self.model)
+
 
 class FirstOutput(nn.Module):
     """The model with positional tensor inputs and its first output only, for the ONNX exporters."""
@@ -210,7 +219,10 @@ def fxopt_preparer(
             return failed(subject.traced)
         graph_module = copy.deepcopy(subject.traced)
         transformations, choose_s = timed(lambda: passes(subject, graph_module))
-        graph_module, own_s = timed(lambda: compose(*transformations, inplace=True)(graph_module))
+        if transformations:
+            graph_module, own_s = timed(lambda: compose(*transformations, inplace=True)(graph_module))
+        else:
+            own_s = 0.0
         changed = sum(len(_outcome(t, graph_module).changed) for t in transformations)
         note = "nothing changed" if changed == 0 else ""
         return Prepared(graph_module, subject.trace_s + choose_s + own_s, choose_s + own_s, changed, note)
@@ -219,7 +231,7 @@ def fxopt_preparer(
 
 
 def preset_passes(preset: str) -> Callable[[Subject, GraphModule], list[Transformation]]:
-    return lambda subject, graph_module: presets.build_all(presets.preset_passes(preset))
+    return lambda subject, graph_module: presets.build_all(presets.preset_passes(preset, subject.device))
 
 
 def calibration(subject: Subject) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
@@ -236,7 +248,7 @@ def calibrated_preset(preset: str) -> Callable[[Subject, GraphModule], list[Tran
     """`preset` with calibration inputs for its int8 Linears (fxopt.optimize(calibration=))."""
 
     def passes(subject: Subject, graph_module: GraphModule) -> list[Transformation]:
-        transformations = presets.build_all(presets.preset_passes(preset))
+        transformations = presets.build_all(presets.preset_passes(preset, subject.device))
         for transformation in transformations:
             if isinstance(transformation, CalibratedPass):
                 transformation.calibrate_on(*calibration(subject))
@@ -273,7 +285,7 @@ def compile_preparer(backend: str, options: dict[str, Any] | None = None) -> Cal
     def prepare(subject: Subject, threads: int) -> Prepared:
         compiled = torch.compile(copy.deepcopy(subject.model), backend=backend, options=options)
         with torch.no_grad():
-            _, seconds = timed(lambda: compiled(**subject.inputs))
+            _, seconds = timed(lambda: synchronized(compiled, subject.device)(**subject.inputs))
         return Prepared(compiled, seconds)
 
     return prepare
@@ -308,7 +320,7 @@ def prepare_autocast(subject: Subject, threads: int) -> Prepared:
     model = subject.model
 
     def run(**inputs: torch.Tensor) -> Any:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(subject.device.type, dtype=torch.bfloat16):
             return model(**inputs)
 
     return Prepared(run, 0.0)
@@ -436,23 +448,26 @@ class VariantSpec:
     prepare: Callable[[Subject, int], Prepared]
     per_threads: bool
     """Prepared again for each thread count (its kernels or sessions fix the thread count)."""
+    gpu: bool = False
+    """Runs a model on a CUDA GPU too (`--device cuda`); the others are CPU runtimes."""
 
 
 VARIANTS: dict[str, VariantSpec] = {
-    "eager": VariantSpec(prepare_eager, False),
-    "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False),
-    "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False),
+    "eager": VariantSpec(prepare_eager, False, gpu=True),
+    "fxopt-traced": VariantSpec(fxopt_preparer(lambda subject, graph_module: []), False, gpu=True),
+    "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False, gpu=True),
+    "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False, gpu=True),
     "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), False),
     "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
     "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), False),
     "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), False),
-    "compile": VariantSpec(compile_preparer("inductor"), True),
-    "compile-freezing": VariantSpec(compile_preparer("inductor", {"freezing": True}), True),
-    "compile-fxopt": VariantSpec(compile_preparer("fxopt"), False),
-    "compile-fxopt-inductor": VariantSpec(compile_preparer("fxopt", {"inductor": True}), True),
+    "compile": VariantSpec(compile_preparer("inductor"), True, gpu=True),
+    "compile-freezing": VariantSpec(compile_preparer("inductor", {"freezing": True}), True, gpu=True),
+    "compile-fxopt": VariantSpec(compile_preparer("fxopt"), False, gpu=True),
+    "compile-fxopt-inductor": VariantSpec(compile_preparer("fxopt", {"inductor": True}), True, gpu=True),
     "ao-int8": VariantSpec(prepare_ao_int8, False),
-    "bf16": VariantSpec(prepare_bf16, False),
-    "autocast-bf16": VariantSpec(prepare_autocast, False),
+    "bf16": VariantSpec(prepare_bf16, False, gpu=True),
+    "autocast-bf16": VariantSpec(prepare_autocast, False, gpu=True),
     "ort": VariantSpec(ort_preparer("fp32"), True),
     "ort-optimized": VariantSpec(ort_preparer("optimized"), True),
     "ort-int8": VariantSpec(ort_preparer("int8"), True),
@@ -462,6 +477,8 @@ VARIANTS: dict[str, VariantSpec] = {
 
 
 def prepare(name: str, subject: Subject, threads: int) -> Prepared:
+    if subject.device.type != "cpu" and not VARIANTS[name].gpu:
+        return Prepared(None, note=f"not applicable: a CPU runtime, the model is on {subject.device.type}")
     try:
         return VARIANTS[name].prepare(subject, threads)
     except Exception as exc:  # one variant failing is a result, not the end of the run
@@ -528,7 +545,11 @@ def run_configuration(
             if not VARIANTS[row.variant].per_threads:
                 shared[row.variant] = row.prepared
 
-    candidates = {row.variant: row.prepared.run for row in rows if row.prepared.run is not None}
+    candidates = {
+        row.variant: synchronized(row.prepared.run, subject.device)
+        for row in rows
+        if row.prepared.run is not None
+    }
     if candidates:
         latencies = measure_latency(
             candidates,
@@ -550,6 +571,20 @@ def run_configuration(
     return rows
 
 
+def synchronized(run: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
+    """`run`, returning only once the device has finished its work (CUDA calls return once
+    their kernels are queued)."""
+    if device.type != "cuda":
+        return run
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = run(*args, **kwargs)
+        torch.cuda.synchronize(device)
+        return result
+
+    return call
+
+
 @contextmanager
 def release_compiled() -> Iterator[None]:
     """Drop what torch.compile keeps (dynamo caches) once a configuration is done with it."""
@@ -569,12 +604,14 @@ def bench_model(
 ) -> list[Row]:
     """Every configuration of one model; per-pass effects (with --per-pass) go to `per_pass`."""
     loaded = models.load_model(name)
+    loaded.model.to(args.device)
     rows: list[Row] = []
     onnx: OnnxArtifacts | None = None
     for batch in args.batches:
         inputs = models.make_inputs(loaded, batch, args.seq)
         if not isinstance(inputs, dict):
             raise TypeError(f"{name}: expected keyword inputs, got {type(inputs).__name__}")
+        inputs = {key: value.to(args.device) for key, value in inputs.items()}
         if onnx is None:
             directory = workdir / name
             directory.mkdir()
@@ -598,12 +635,13 @@ def per_pass_effects(
     traced: GraphModule, inputs: dict[str, torch.Tensor], args: argparse.Namespace
 ) -> PassEffects:
     """The effect of each computation-preserving pass alone on the traced graph (first batch)."""
-    candidates: dict[str, Callable[..., Any]] = {"traced": traced}
+    device = torch.device(args.device)
+    candidates: dict[str, Callable[..., Any]] = {"traced": synchronized(traced, device)}
     changed: dict[str, int] = {}
-    for spec in presets.preset_passes("all-preserving"):
+    for spec in presets.preset_passes("all-preserving", device):
         transformations = presets.build_all([spec])
         graph_module = compose(*transformations, inplace=True)(copy.deepcopy(traced))
-        candidates[spec] = graph_module
+        candidates[spec] = synchronized(graph_module, device)
         changed[spec] = sum(len(_outcome(t, graph_module).changed) for t in transformations)
     latencies = measure_latency(candidates, inputs, args.warmup, args.rounds, clock=CLOCKS[args.clock])
     return {spec: (Speedup.of(latencies["traced"], latencies[spec]), n) for spec, n in changed.items()}
@@ -774,6 +812,9 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--per-pass", action="store_true", help="also time each preserving pass alone")
     parser.add_argument("--quick", action="store_true", help="minilm and resnet50, batch 1, 1 thread, 5 rounds")
     parser.add_argument("--output", help="result name under bench/results (default latency / latency_quick)")
+    parser.add_argument(
+        "--device", default="cpu", help="where the models run: cpu (default) or cuda (CPU runtimes are skipped)"
+    )
     args = parser.parse_args()
     quick = args.quick
     args.models = args.models or list(QUICK_MODELS if quick else MODELS)
@@ -786,6 +827,13 @@ def parse_arguments() -> argparse.Namespace:
     return args
 
 
+def gpu_name(device: str) -> str:
+    """The GPU's name for reports; '' for the CPU."""
+    if torch.device(device).type != "cuda":
+        return ""
+    return torch.cuda.get_device_name(torch.device(device))
+
+
 def main() -> None:
     args = parse_arguments()
     warnings.simplefilter("ignore")  # torch's deprecation chatter would bury the tables
@@ -793,6 +841,8 @@ def main() -> None:
     torch._logging.set_logs(all=logging.ERROR)  # torch.export's notes on specialised sizes
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     machine = machine_description(args.threads)
+    if gpu_name(args.device):
+        machine.insert(0, f"- GPU: {gpu_name(args.device)}, torch CUDA {torch.version.cuda}")
     console = Console(width=220)
     rows: list[Row] = []
     per_pass: dict[str, PassEffects] = {}
@@ -814,7 +864,7 @@ def main() -> None:
         "## Setup",
         "",
         f"- inputs: batch {', '.join(map(str, args.batches))}; sequence {args.seq} for text models, "
-        "224x224 images; eager model float32 on CPU",
+        f"224x224 images; eager model float32 on {gpu_name(args.device) or 'CPU'}",
         f"- threads: {', '.join(map(str, args.threads))} (torch.set_num_threads and ONNX Runtime's intra-op threads)",
         f"- timing: {args.clock} clock; up to {args.rounds} interleaved rounds (at least {args.min_rounds}, "
         f"fewer once {args.budget:.0f} s of timed rounds are spent) after {args.warmup} warm-up rounds; "
@@ -829,8 +879,9 @@ def main() -> None:
         "compilation of a model, `compile` at the first batch and thread count: the later ones (freezing, "
         "other threads and batches) reuse inductor's caches for the kernels they share with it, as a "
         "user's second compilation would",
-        f"- fxopt presets on this machine: default = {', '.join(presets.preset_passes('default'))}; "
-        f"fast = {', '.join(presets.preset_passes('fast'))}",
+        f"- fxopt presets for a model on {args.device}: default = "
+        f"{', '.join(presets.preset_passes('default', args.device))}; "
+        f"fast = {', '.join(presets.preset_passes('fast', args.device))}",
         f"- ONNX: {args.onnx_exporter} exporter, one export per model with a dynamic batch axis; "
         "int8 = quantize_dynamic(QInt8, per_channel) of the float32 export",
         f"- wall time of this run: {minutes:.1f} min",
@@ -846,7 +897,8 @@ def main() -> None:
     command = "python bench/latency.py " + " ".join(sys.argv[1:])
     path = write_result(
         args.output,
-        "Model latency on CPU: fxopt against eager, torch.compile, torch.ao int8, bfloat16 and ONNX Runtime",
+        f"Model latency on {gpu_name(args.device) or 'CPU'}: fxopt against eager, torch.compile, "
+        "torch.ao int8, bfloat16, ONNX Runtime and OpenVINO",
         command.strip(),
         machine,
         sections,

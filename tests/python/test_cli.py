@@ -410,7 +410,7 @@ def test_fast_preset_outside_its_declared_accuracy_fails_loudly(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, accuracy: presets.Accuracy, fragments: list[str]
 ) -> None:
     tight = replace(
-        presets.get_preset("fast"), passes=lambda: ["ChangePrecision(dtype=bfloat16)"], accuracy=accuracy
+        presets.get_preset("fast"), passes=lambda device: ["ChangePrecision(dtype=bfloat16)"], accuracy=accuracy
     )
     monkeypatch.setitem(presets.PRESETS, "fast", tight)
     report_path = workdir / "tight.json"
@@ -434,7 +434,7 @@ def test_fast_preset_within_its_declared_accuracy_passes(
     monkeypatch.setitem(
         presets.PRESETS,
         "fast",
-        replace(presets.get_preset("fast"), passes=lambda: ["ChangePrecision(dtype=bfloat16)"], accuracy=loose),
+        replace(presets.get_preset("fast"), passes=lambda device: ["ChangePrecision(dtype=bfloat16)"], accuracy=loose),
     )
     code, stdout, stderr = run_in_process("optimize", workdir / "tiny_bert.json", "--preset", "fast", "--verify")
     assert code == 0, stderr

@@ -95,6 +95,51 @@ def test_fast_without_native_bfloat16_says_so_once(monkeypatch: pytest.MonkeyPat
         fxopt.preset("fast")
 
 
+CPU_KERNELS = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinears")
+
+
+@pytest.mark.parametrize("capability, lowered", [((9, 0), True), ((7, 5), False)], ids=["hopper", "turing"])
+def test_presets_for_a_cuda_model_hold_no_cpu_kernel(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], lowered: bool
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    for name in presets.PRESETS:
+        assert not [s for s in presets.preset_passes(name, "cuda") if s.startswith(CPU_KERNELS)], name
+    # bfloat16 where the GPU has it natively (compute capability 8.0 on), whatever the CPU has.
+    assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast", "cuda")) == lowered
+    assert ("runs float32 there" in presets.machine_note("fast", "cuda")) == (not lowered)
+    assert presets.preset_passes("decode", "cuda") == presets.preset_passes("default", "cuda")
+    assert "'decode' runs 'default' there" in presets.machine_note("decode", "cuda")
+    assert not presets.calibrates("fast", "cuda")
+
+
+def test_model_device_is_where_the_weights_are() -> None:
+    assert hardware.model_device(torch.nn.ReLU()) == torch.device("cpu")  # no tensor: the CPU
+    assert hardware.model_device(torch.nn.Linear(2, 2, device="meta")).type == "meta"
+    program = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    assert hardware.model_device(program) == torch.device("cpu")
+
+
+def test_optimize_picks_the_passes_for_the_models_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[torch.device] = []
+    real = presets.preset_passes
+
+    def spy(name: str, device: torch.device | str = "cpu") -> list[str]:
+        asked.append(torch.device(device))
+        return real(name, device)
+
+    monkeypatch.setattr(presets, "preset_passes", spy)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    fxopt.optimize(model, "default", example_inputs=(torch.randn(2, 4),))
+    assert asked and set(asked) == {torch.device("cpu")}
+    asked.clear()
+    model.to("meta")
+    with pytest.raises(ValueError, match="meta device"):  # the preset was picked before tracing
+        fxopt.optimize(model, "default", example_inputs=(torch.randn(2, 4, device="meta"),))
+    assert asked and set(asked) == {torch.device("meta")}
+
+
 def test_optimize_traces_a_module_and_rejects_other_values() -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
     x = torch.randn(2, 3, 8, 8)

@@ -257,3 +257,23 @@ def test_a_rewrite_is_preferred_by_measurement_once_per_key(measuring, monkeypat
     assert not measuring.prefers_rewrite("another block", lambda: None, lambda: None)
     monkeypatch.setattr(measuring, "mode", "static")
     assert measuring.prefers_rewrite("another block", lambda: None, lambda: None)
+
+
+def test_a_gpu_result_is_waited_for_inside_the_timed_call(monkeypatch):
+    """A CUDA call returns once its kernels are queued: timing it must wait for them."""
+    waited: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(device))
+
+    class OnGpu(torch.Tensor):
+        @property
+        def is_cuda(self) -> bool:  # type: ignore[override]
+            return True
+
+    on_gpu = torch.zeros(2).as_subclass(OnGpu)
+    measure._wait_for(torch.zeros(2))  # a CPU result is ready when the call returns
+    assert waited == []
+    measure._wait_for(on_gpu)
+    measure._wait_for({"logits": [on_gpu, torch.zeros(1)]})
+    assert len(waited) == 2
+    times = measure.best_times({"gpu": lambda: on_gpu}, rounds=2)
+    assert times["gpu"] > 0 and len(waited) > 2

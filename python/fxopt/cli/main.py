@@ -165,7 +165,7 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
     for column in ("preset", "passes", "why"):
         preset_table.add_column(column)
     for preset in presets.PRESETS.values():
-        preset_table.add_row(preset.name, ", ".join(preset.passes()), preset.description)
+        preset_table.add_row(preset.name, ", ".join(presets.preset_passes(preset.name)), preset.description)
     console.print(preset_table)
     return 0
 

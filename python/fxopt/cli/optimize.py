@@ -70,7 +70,7 @@ def cmd_optimize(args: argparse.Namespace, console: Console) -> int:
     console.print(escape(f"{args.model}: {loaded.description}; inputs {_inputs_text(report['inputs'])}"))
     report["hardware"] = f"{hardware.describe()}; {hardware.threads_text()}"
     console.print(escape(f"CPU: {report['hardware']}"))
-    machine_note = presets.get_preset(args.preset).machine_note() if args.passes is None else ""
+    machine_note = presets.machine_note(args.preset) if args.passes is None else ""
     if machine_note:
         report["preset_note"] = machine_note
         console.print(f"[yellow]note:[/] {escape(machine_note)}")

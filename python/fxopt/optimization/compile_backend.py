@@ -33,6 +33,7 @@ from torch.fx import GraphModule
 
 from ..engine.bridge import detach
 from .compose import compose
+from .hardware import model_device
 from .presets import PRESETS, build_all, preset_passes
 from ..tracing.trace import record_example_values
 
@@ -63,7 +64,7 @@ def fxopt_backend(
     graph_module = copy.deepcopy(graph_module)
     kept = _store_weights(graph_module)
     record_example_values(graph_module)
-    specs = preset_passes(preset_name)
+    specs = preset_passes(preset_name, model_device(graph_module))
     if inductor:
         specs = [spec for spec in specs if not spec.startswith(_LEFT_TO_INDUCTOR)]
     optimized = compose(*build_all(specs), inplace=True)(graph_module)

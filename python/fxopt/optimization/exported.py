@@ -27,6 +27,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from ..tracing import signature
 from ..tracing.dummy_inputs import default_dynamic_dims
 from .compose import compose
+from .hardware import model_device
 from .presets import build_all, preset_passes
 
 UNSAVABLE = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinearsInt8")
@@ -55,7 +56,7 @@ def optimize_exported_program(program: ExportedProgram, preset: str) -> Exported
             "torch). Export the model again with torch.export.export"
         )
     args, kwargs = program.example_inputs
-    specs, _ = savable(preset_passes(preset))
+    specs, _ = savable(preset_passes(preset, model_device(program)))
     optimized = compose(*build_all(specs), inplace=True)(program.module())
     traced = _dynamic_dims_of(program)
     return export_module(optimized, args, kwargs, lambda name, value: next(traced, []))

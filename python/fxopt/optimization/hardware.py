@@ -7,7 +7,9 @@ slower than float32 on one without.
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterable
 
 import torch
 
@@ -17,6 +19,31 @@ def fast_bfloat16_cpu() -> bool:
     cpu = torch.cpu
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def bfloat16_native(device: torch.device) -> bool:
+    """True if `device` computes bfloat16 matrix products natively: a CPU with AVX512-BF16 or
+    AMX-BF16, an NVIDIA GPU of compute capability 8.0 (Ampere) or newer. Elsewhere bfloat16 is
+    emulated (or absent) and slower than float32."""
+    if device.type == "cpu":
+        return fast_bfloat16_cpu()
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)
+    return False
+
+
+def model_device(model: object) -> torch.device:
+    """Where `model` computes: the device of its first parameter or buffer (a module, or an
+    ExportedProgram's state dict), the CPU if it holds no tensor. The presets pick their passes
+    for that device; passes skip, saying so, any weight elsewhere that a kernel of theirs cannot
+    run on."""
+    if isinstance(model, torch.nn.Module):
+        tensors: Iterable[object] = itertools.chain(model.parameters(), model.buffers())
+    else:  # an ExportedProgram keeps its weights in a state_dict attribute
+        state = getattr(model, "state_dict", None)
+        tensors = state.values() if isinstance(state, dict) else ()
+    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def fast_int8_cpu() -> bool:

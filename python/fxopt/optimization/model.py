@@ -92,7 +92,7 @@ class OptimizedForward:
             if not _same(graph(x), self.original(x)):
                 return self.original
         ShapeProp(graph).propagate(x)  # ranks and dtypes, which some passes need
-        transformation: Transformation = build_preset(self.preset, inplace=True)
+        transformation: Transformation = build_preset(self.preset, inplace=True, device=x.device)
         optimized = transformation(graph)
         if optimized.code == self.traced_code:
             return self.original

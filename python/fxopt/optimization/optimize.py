@@ -12,6 +12,7 @@ from torch.fx import GraphModule
 
 from ..tracing.dummy_inputs import Inputs
 from .exported import optimize_exported_program
+from .hardware import model_device
 from .presets import preset as build_preset
 from .presets import warn_machine_note, warn_uncalibrated
 from ..tracing.trace import Mode
@@ -58,7 +59,9 @@ def optimize(
     """The model traced (unless it is a GraphModule already) and optimized with `preset`.
 
     `preset` is one of ``fxopt.optimization.presets.PRESETS`` (`default`, `fast`,
-    `all-preserving`, `aggressive`); its passes are picked for this machine. A GraphModule passed
+    `all-preserving`, `aggressive`); its passes are picked for this machine and the device the
+    model's weights are on (a CUDA model gets no CPU kernel, and `fast` lowers it to bfloat16
+    where the GPU computes that natively). A GraphModule passed
     in is left as it was: the result is a new one, which
     ``fxopt.preset(name)(result, reverse=True)`` restores. `example_inputs`, `input_names` and
     `mode` go to :func:`fxopt.trace`. A preset that runs differently on this machine (``fast``
@@ -73,17 +76,20 @@ def optimize(
     holds the optimized weights (`fxopt.optimization.exported`; passes whose output torch cannot
     save are left out): `torch.export.save` writes it as a `.pt2` that loads with torch alone.
     """
+    device = model_device(model)
     if isinstance(model, ExportedProgram):
-        warn_machine_note(preset)
+        warn_machine_note(preset, device)
         return optimize_exported_program(model, preset)
-    transformation = build_preset(preset, inplace=False, calibration=calibration, held_out=held_out)
-    if calibration is None:
-        warn_uncalibrated(preset)
     if not isinstance(model, nn.Module):
         raise TypeError(
             "fxopt.optimize takes an nn.Module or a GraphModule (or an ExportedProgram), "
             f"not {type(model).__name__}"
         )
+    transformation = build_preset(
+        preset, inplace=False, calibration=calibration, held_out=held_out, device=device
+    )
+    if calibration is None:
+        warn_uncalibrated(preset, device)
     if isinstance(model, GraphModule):
         return transformation(model)
     if in_train_mode(model):

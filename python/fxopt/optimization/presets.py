@@ -138,17 +138,18 @@ class Accuracy:
 class Preset:
     name: str
     description: str
-    passes: Callable[[], list[str]]
-    """The pass specifications, computed on use: presets follow the registry as it grows and
-    pick kernels by what this machine supports (`hardware`)."""
+    passes: Callable[[torch.device], list[str]]
+    """The pass specifications for a model on the given device, computed on use: presets follow
+    the registry as it grows and pick kernels by what that device supports (`hardware`)."""
     accuracy: Accuracy | None = None
     """None for presets that preserve the computation (fxopt.verify's float32 tolerances)."""
-    machine_note: Callable[[], str] = lambda: ""
-    """What this preset does differently on this machine, for reports; '' if nothing."""
+    machine_note: Callable[[torch.device], str] = lambda device: ""
+    """What this preset does differently on the device, for reports; '' if nothing."""
 
 
-def _preserving_builtins() -> list[str]:
-    """Every computation-preserving built-in pass, in the registry's order (which it justifies).
+def _preserving_builtins(device: torch.device) -> list[str]:
+    """Every computation-preserving built-in pass, in the registry's order (which it justifies),
+    less the oneDNN fusions for a model that is not on the CPU (their kernels are CPU kernels).
 
     A pass that is a restriction of another one listed (Optimum's FuseBatchNorm2dInConv2d is
     FuseBatchNormInConv for Conv2d only) is left out: running both would only repeat the search.
@@ -157,7 +158,10 @@ def _preserving_builtins() -> list[str]:
     names = [
         info.name
         for info in catalog()
-        if info.engine == "C++" and info.preserving and info.name not in OPT_IN
+        if info.engine == "C++"
+        and info.preserving
+        and info.name not in OPT_IN
+        and (device.type == "cpu" or info.name not in ONEDNN_FUSIONS)
     ]
     return [
         name
@@ -179,7 +183,9 @@ ONEDNN_FUSIONS = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn")
 (int8, weight-only), and after a lowering they fuse its bfloat16 ops."""
 
 
-def _onednn_fusions() -> list[str]:
+def _onednn_fusions(device: torch.device) -> list[str]:
+    if device.type != "cpu":  # oneDNN's fused ops are CPU kernels
+        return []
     return [
         *(["FuseLinearActivationOneDnn"] if hardware.onednn_linear_available() else []),
         *(["FuseConvActivationOneDnn"] if hardware.onednn_conv_available() else []),
@@ -198,13 +204,13 @@ def _before_fusions() -> list[str]:
     ]
 
 
-def _default() -> list[str]:
-    return [*_before_fusions(), *_onednn_fusions()]
+def _default(device: torch.device) -> list[str]:
+    return [*_before_fusions(), *_onednn_fusions(device)]
 
 
 def with_steps_before_fusions(name: str, steps: Sequence[Transformation]) -> list[Transformation]:
-    """Preset `name`'s passes with `steps` (an int8 pass, say) before its oneDNN fusions, which
-    would hide the Linears and convolutions from them."""
+    """Preset `name`'s passes (for a CPU model) with `steps` (an int8 pass, say) before its
+    oneDNN fusions, which would hide the Linears and convolutions from them."""
     specs = preset_passes(name)
     rest = [s for s in specs if s not in ONEDNN_FUSIONS]
     fusions = [s for s in specs if s in ONEDNN_FUSIONS]
@@ -216,11 +222,11 @@ FAST_INT8_COSINE = 0.9995
 0.999), the other half left to the bfloat16 Linears that follow."""
 
 
-def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
+def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[str]:
     specs = _before_fusions()
     specs += approximations  # before the oneDNN fusions, which hide activations inside them
-    lowered = hardware.fast_bfloat16_cpu()
-    if passes.int8_kernel_available():
+    lowered = hardware.bfloat16_native(device)
+    if device.type == "cpu" and passes.int8_kernel_available():
         # Only with calibration inputs (fxopt.optimize(..., calibration=)); before the lowering,
         # which takes the Linears int8 leaves, and timed against what the lowering makes.
         # SmoothLinearInputs is not run before it: on the real MiniLM it lowered the held-out
@@ -231,24 +237,35 @@ def _fast(approximations: tuple[str, ...] = ()) -> list[str]:
         )
     if lowered:
         specs.append("ChangePrecision(dtype=bfloat16)")
-    return [*specs, *_onednn_fusions()]
+    return [*specs, *_onednn_fusions(device)]
 
 
-def _decode(bits: int = 8) -> list[str]:
+def _weight_only_activation(device: torch.device) -> torch.dtype | None:
+    """The activation dtype of `decode`'s weight-only Linears on `device`; None where they do
+    not pay (their kernels are CPU kernels)."""
+    return passes.weight_only_activation() if device.type == "cpu" else None
+
+
+def _decode(device: torch.device, bits: int = 8) -> list[str]:
     # Weight-only quantization consumes Linears, so it takes the oneDNN linear fusion's place.
-    activation = passes.weight_only_activation()
+    activation = _weight_only_activation(device)
     if activation is None:
-        return _default()
+        return _default(device)
     return [
         *_before_fusions(),
         f"QuantizeLinearsWeightOnly(activation={dtype_name(activation)}, bits={bits})",
-        *(name for name in _onednn_fusions() if name != "FuseLinearActivationOneDnn"),
+        *(name for name in _onednn_fusions(device) if name != "FuseLinearActivationOneDnn"),
     ]
 
 
-def _decode_note() -> str:
-    if passes.weight_only_activation() is not None:
+def _decode_note(device: torch.device) -> str:
+    if _weight_only_activation(device) is not None:
         return ""
+    if device.type != "cpu":
+        return (
+            f"the model is on {device.type}, and fxopt's weight-only int8 kernels are CPU "
+            "kernels: 'decode' runs 'default' there"
+        )
     return (
         "this CPU has no native bfloat16, with which weight-only int8 Linears pay off (with "
         "float32 activations the kernel measured 4-5x slower than float32): 'decode' runs "
@@ -256,9 +273,15 @@ def _decode_note() -> str:
     )
 
 
-def _without_bfloat16_note(name: str) -> str:
-    if hardware.fast_bfloat16_cpu():
+def _without_bfloat16_note(name: str, device: torch.device) -> str:
+    if hardware.bfloat16_native(device):
         return ""
+    if device.type != "cpu":
+        return (
+            f"the model's device ({device}) has no native bfloat16 (an NVIDIA GPU of compute "
+            f"capability 8.0 or newer has): '{name}' runs float32 there, without its bfloat16 "
+            f"lowering"
+        )
     return (
         f"this CPU has no native bfloat16 (AVX512-BF16 or AMX, as torch reports it), where "
         f"bfloat16 is emulated and slower than float32: '{name}' runs float32 here, without "
@@ -283,7 +306,7 @@ PRESETS: dict[str, Preset] = {
         "the fastest combination measured within cosine 0.999 of float32 on every bundled model",
         _fast,
         Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
-        lambda: _without_bfloat16_note("fast"),
+        lambda device: _without_bfloat16_note("fast", device),
     ),
     # Measured on a ~100M-parameter Llama (random weights, 64 greedy tokens): see
     # bench/results/generate_*.md and docs/benchmarks.md.
@@ -302,7 +325,7 @@ PRESETS: dict[str, Preset] = {
         "decode with 4-bit weights (a scale and zero per 32 columns; per Linear the fastest measured "
         "of float32, ATen's int4 kernel and fxopt's): opt-in and coarser; "
         "per-token logit cosine >= 0.99",
-        lambda: _decode(bits=4),
+        lambda device: _decode(device, bits=4),
         Accuracy(min_cosine=0.99),
         _decode_note,
     ),
@@ -314,9 +337,9 @@ PRESETS: dict[str, Preset] = {
     "aggressive": Preset(
         "aggressive",
         "fast, plus tanh-approximate GELU: larger drift than fast (cosine 0.99)",
-        lambda: _fast(("GeluToTanhApproximation",)),
+        lambda device: _fast(device, ("GeluToTanhApproximation",)),
         Accuracy(min_cosine=0.99),
-        lambda: _without_bfloat16_note("aggressive"),
+        lambda device: _without_bfloat16_note("aggressive", device),
     ),
 }
 
@@ -328,9 +351,15 @@ def get_preset(name: str) -> Preset:
     return found
 
 
-def preset_passes(name: str) -> list[str]:
-    """The pass specifications of preset `name` on this machine."""
-    return get_preset(name).passes()
+def preset_passes(name: str, device: torch.device | str = "cpu") -> list[str]:
+    """The pass specifications of preset `name` for a model on `device` of this machine."""
+    return get_preset(name).passes(torch.device(device))
+
+
+def machine_note(name: str, device: torch.device | str = "cpu") -> str:
+    """What preset `name` does differently for a model on `device` of this machine; '' if
+    nothing."""
+    return get_preset(name).machine_note(torch.device(device))
 
 
 class PresetWarning(UserWarning):
@@ -338,30 +367,31 @@ class PresetWarning(UserWarning):
     bfloat16 runs float32)."""
 
 
-_warned_presets: set[str] = set()
+_warned_presets: set[tuple[str, str]] = set()
 
 
-def warn_machine_note(name: str) -> None:
-    """Warns, once per process and preset, what preset `name` does differently on this machine
-    (the CLI prints the same note itself)."""
-    note = get_preset(name).machine_note()
-    if note and name not in _warned_presets:
-        _warned_presets.add(name)
+def warn_machine_note(name: str, device: torch.device | str = "cpu") -> None:
+    """Warns, once per process, preset and device type, what preset `name` does differently
+    for a model on `device` (the CLI prints the same note itself)."""
+    note = machine_note(name, device)
+    key = (name, torch.device(device).type)
+    if note and key not in _warned_presets:
+        _warned_presets.add(key)
         warnings.warn(note, PresetWarning, stacklevel=3)
 
 
-def calibrates(name: str) -> bool:
-    """Whether preset `name` has passes that calibrate on real inputs on this machine."""
-    return any("(calibrate=True" in spec for spec in preset_passes(name))
+def calibrates(name: str, device: torch.device | str = "cpu") -> bool:
+    """Whether preset `name` has passes that calibrate on real inputs for a model on `device`."""
+    return any("(calibrate=True" in spec for spec in preset_passes(name, device))
 
 
 _warned_uncalibrated: set[str] = set()
 
 
-def warn_uncalibrated(name: str) -> None:
+def warn_uncalibrated(name: str, device: torch.device | str = "cpu") -> None:
     """Warns, once per process and preset, that preset `name` ran without calibration inputs
     where it would use them."""
-    if name in _warned_uncalibrated or not calibrates(name):
+    if name in _warned_uncalibrated or not calibrates(name, device):
         return
     _warned_uncalibrated.add(name)
     warnings.warn(
@@ -374,9 +404,15 @@ def warn_uncalibrated(name: str) -> None:
 
 
 def preset(
-    name: str, *, inplace: bool = False, calibration: Inputs | None = None, held_out: Sequence[Inputs] = ()
+    name: str,
+    *,
+    inplace: bool = False,
+    calibration: Inputs | None = None,
+    held_out: Sequence[Inputs] = (),
+    device: torch.device | str = "cpu",
 ) -> Transformation:
-    """Preset `name` as one transformation (a `compose` of its passes on this machine).
+    """Preset `name` as one transformation (a `compose` of its passes for a model on `device`
+    of this machine).
 
     With ``inplace=False`` (the default) applying it returns a new GraphModule and leaves the
     input as it was; the result can be reversed with ``reverse=True``. A preset that runs
@@ -384,8 +420,8 @@ def preset(
     the `held_out` batches its bound must hold on too) go to the passes that calibrate on real
     inputs (``fast``'s int8 Linears); without them those passes skip, saying why.
     """
-    warn_machine_note(name)
-    transformations = build_all(preset_passes(name))
+    warn_machine_note(name, device)
+    transformations = build_all(preset_passes(name, device))
     if calibration is not None:
         for transformation in transformations:
             if isinstance(transformation, CalibratedPass):

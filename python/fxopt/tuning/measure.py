@@ -21,6 +21,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+import torch
+import torch.utils._pytree as pytree
+
 EVICT_BYTES = 8 << 20
 """Four times the largest per-core L2 of the CPUs measured (2 MiB), small against any L3."""
 
@@ -57,5 +60,13 @@ def best_times(
 def _cold_call(run: Callable[[], object]) -> float:
     _evict()
     start = time.perf_counter()
-    run()
+    _wait_for(run())
     return time.perf_counter() - start
+
+
+def _wait_for(result: object) -> None:
+    """Returns once the GPU work that made `result` is done: a CUDA call returns as soon as its
+    kernels are queued, so without this only the launch would be timed."""
+    leaves = (result,) if isinstance(result, torch.Tensor) else pytree.tree_leaves(result)
+    for device in {leaf.device for leaf in leaves if isinstance(leaf, torch.Tensor) and leaf.is_cuda}:
+        torch.cuda.synchronize(device)
