@@ -112,6 +112,11 @@ def test_presets_for_a_cuda_model_hold_no_cpu_kernel(
     assert presets.preset_passes("decode", "cuda") == presets.preset_passes("default", "cuda")
     assert "'decode' runs 'default' there" in presets.machine_note("decode", "cuda")
     assert not presets.calibrates("fast", "cuda")
+    # Measured on an H200 (bench/results/latency_gpu_h200_traced.md): RecognizeLinears only
+    # prepares Linears for CPU kernels and cost GPT-2 6% there; merged q/k/v Linears paid.
+    assert "RecognizeLinears" not in presets.preset_passes("default", "cuda")
+    assert "MergeLinears" in presets.preset_passes("default", "cuda")
+    assert "RecognizeLinears" in presets.preset_passes("default", "cpu")
 
 
 def test_model_device_is_where_the_weights_are() -> None:
