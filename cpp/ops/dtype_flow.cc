@@ -25,7 +25,7 @@ constexpr std::array kMatchingFunctions = {
     "aten._native_batch_norm_legit_no_training.default",
     "aten.embedding.default",
     "aten.rms_norm.default",
-    "mkldnn._linear_pointwise.default",
+    "fxopt.runtime.onednn_linear.linear_pointwise",
     "fxopt.runtime.onednn_conv.conv_pointwise",
     "torch.addmm",
     "torch.baddbmm",

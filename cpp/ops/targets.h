@@ -33,6 +33,9 @@ inline const Symbol kAtenConstantPadNd = Symbol::intern("aten.constant_pad_nd.de
 inline const Symbol kTorchAddmm = Symbol::intern("torch.addmm");
 inline const Symbol kAtenAddmm = Symbol::intern("aten.addmm.default");
 inline const Symbol kMethodAddmm = Symbol::intern("addmm");
-inline const Symbol kOnednnLinearPointwise = Symbol::intern("mkldnn._linear_pointwise.default");
+// The Python function that packs a Linear's weight once and runs oneDNN's fused linear
+// (python/fxopt/runtime/onednn_linear.py).
+inline const Symbol kOnednnLinearPointwise =
+    Symbol::intern("fxopt.runtime.onednn_linear.linear_pointwise");
 
 }  // namespace fxopt::targets

@@ -7,7 +7,7 @@ namespace fxopt {
 namespace {
 
 const std::string kSig = "FuseLinearActivationOneDnn-test";
-const std::string kOneDnn = "mkldnn._linear_pointwise.default";
+const std::string kOneDnn = "fxopt.runtime.onednn_linear.linear_pointwise";
 
 class FuseLinearActivationOneDnnTest : public ::testing::Test, protected testing::NormFixture {
  protected:

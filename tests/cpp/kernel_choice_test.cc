@@ -94,7 +94,7 @@ TEST_F(KernelChoiceTest, UnfusedOneDnnKeepsTheActivationAndReversesExactly) {
   FixedChooser chooser("onednn");
   PassResult result = fuse(chooser);
   EXPECT_EQ(result.changed.size(), 1u);
-  EXPECT_EQ(count("mkldnn._linear_pointwise.default"), 1u);
+  EXPECT_EQ(count("fxopt.runtime.onednn_linear.linear_pointwise"), 1u);
   EXPECT_EQ(count("aten.gelu.default"), 1u);
   Node* fused = program.graph.find_by_name("linear_pointwise");
   ASSERT_NE(fused, nullptr);

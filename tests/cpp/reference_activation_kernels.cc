@@ -53,7 +53,7 @@ Value matmul(ReferenceInterpreter& in, const Node&, const std::vector<Value>& ar
   return in.ops().make({n, m}, std::move(out), a.dtype);
 }
 
-// mkldnn._linear_pointwise(x, w, b, attr, scalars, algorithm): linear, then the post-op.
+// fxopt.runtime.onednn_linear.linear_pointwise(x, w, b, attr, scalars, algorithm): linear, then the post-op.
 Value onednn_linear(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) {
   const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(2));
   TensorInfo y =
@@ -109,7 +109,7 @@ void add_activation_kernels(ReferenceInterpreter& interpreter) {
   for (const char* f : {"_operator.matmul", "aten.matmul.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, matmul);
   interpreter.add_kernel(NodeKind::CallMethod, "matmul", matmul);
-  interpreter.add_kernel(NodeKind::CallFunction, "mkldnn._linear_pointwise.default", onednn_linear);
+  interpreter.add_kernel(NodeKind::CallFunction, "fxopt.runtime.onednn_linear.linear_pointwise", onednn_linear);
   interpreter.add_kernel(
       NodeKind::CallFunction, "torch.nn.functional.hardtanh",
       [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {

@@ -14,6 +14,7 @@ import transformers
 
 import fxopt
 from fxopt.runtime.onednn_conv import conv_pointwise
+from fxopt.runtime.onednn_linear import linear_pointwise
 from conftest import build_model, tiny_bert_config, token_inputs
 from fxopt.optimization.compile_backend import CompiledGraph, fxopt_backend
 from norm_models import tiny_resnet
@@ -60,7 +61,7 @@ def test_bert_compiled_with_fxopt_matches_eager_and_is_optimized() -> None:
     optimized = graphs[0].graph_module
     # default: attention to SDPA in both layers, every Linear as oneDNN's fused linear
     assert torch.nn.functional.softmax not in targets(optimized)
-    assert targets(optimized).count(torch.ops.mkldnn._linear_pointwise.default) == 13
+    assert targets(optimized).count(linear_pointwise) == 13
     assert torch._C._nn.linear not in targets(optimized)
 
 
@@ -106,7 +107,7 @@ def test_bert_with_inductor_leaves_linear_fusion_to_inductor() -> None:
     compiled, graphs = compiled_graphs(model, {"inductor": True})
     report = fxopt.verify(model, compiled, token_inputs(2, 8))
     assert report.ok, str(report)
-    assert torch.ops.mkldnn._linear_pointwise.default not in targets(graphs[0].graph_module)
+    assert linear_pointwise not in targets(graphs[0].graph_module)
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,12 @@ import transformers
 
 import fxopt
 from conftest import build_model, tiny_bert_config, token_inputs
+from fxopt.runtime.onednn_linear import linear_pointwise
 from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_linear_available
 from fxopt.optimization import ChangePrecision, FuseLinearActivationOneDnn
 from linear_models import assert_same_parameters, param_states
 
-ONEDNN = torch.ops.mkldnn._linear_pointwise.default
+ONEDNN = linear_pointwise
 
 pytestmark = pytest.mark.skipif(
     not onednn_linear_available(), reason="this torch has no oneDNN fused linear"

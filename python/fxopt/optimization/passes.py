@@ -255,10 +255,12 @@ class FuseLinearActivationOneDnn(BuiltinTransformation):
     """A Linear, with the activation right after it, becomes one oneDNN fused linear call.
 
     ``linear(x, W, b)`` followed by relu, gelu (exact or tanh), silu, sigmoid, tanh, hardswish or
-    relu6 as its only reader becomes ``torch.ops.mkldnn._linear_pointwise(x, W, b, attr, scalars,
-    algorithm)``; a Linear with other readers becomes the same call with ``attr="none"``. Weights
-    stay plain tensors (not reordered), so ``copy.deepcopy``, ``torch.save`` and
-    ``inplace=False`` keep working. Only CPU Linears whose weight dtype oneDNN runs here are
+    relu6 as its only reader becomes ``fxopt.runtime.onednn_linear.linear_pointwise(x, W, b,
+    attr, scalars, algorithm)``, oneDNN's fused linear (``torch.ops.mkldnn._linear_pointwise``)
+    on the weight packed into oneDNN's layout on the first call and kept while the weight lives
+    unchanged; a Linear with other readers becomes the same call with ``attr="none"``. The graph
+    holds the plain weights, so ``copy.deepcopy``, ``torch.save`` and ``inplace=False`` keep
+    working. Only CPU Linears whose weight dtype oneDNN runs here are
     fused: float32 where this torch has the op, bfloat16 where the CPU runs it natively; the
     others are skipped with the reason in :attr:`report`. The op has no autograd formula: use
     the result for inference only. Reverse restores the Linear and activation nodes exactly.

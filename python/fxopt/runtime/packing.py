@@ -41,23 +41,29 @@ class PackCache(Generic[T]):
         self._entries: dict[int, dict[Hashable, _Entry[T]]] = {}
 
     def get(
-        self, source: torch.Tensor, others: tuple[torch.Tensor | None, ...], variant: Hashable, make: Callable[[], T]
+        self,
+        source: torch.Tensor,
+        others: tuple[torch.Tensor | None, ...],
+        variant: Hashable,
+        make: Callable[..., T],
+        *make_args: object,
     ) -> T:
-        """The object `make()` returned for these tensors and `variant`, made now if none is kept."""
+        """The object `make(*make_args)` returned for these tensors and `variant`, made now if
+        none is kept. (Arguments rather than a closure: this runs on every call of a packed op.)"""
         variants = self._entries.get(id(source))
         found = None if variants is None else variants.get(variant)
         versions = _versions((source, *others))
         if (
             found is not None
             and found.versions == versions
-            and all((None if ref is None else ref()) is t for ref, t in zip(found.others, others, strict=True))
+            and (not others or all((None if ref is None else ref()) is t for ref, t in zip(found.others, others)))
         ):
             return found.value
         if variants is None:
             variants = self._entries[id(source)] = {}
             # The entry goes when its source is freed, before the id can be reused.
             weakref.finalize(source, self._entries.pop, id(source), None)
-        value = make()
+        value = make(*make_args)
         variants.pop(variant, None)
         if len(variants) >= self.MAX_VARIANTS:
             variants.pop(next(iter(variants)))

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
-from ..runtime import dynamic_int8, onednn_conv
+from ..runtime import dynamic_int8, onednn_conv, onednn_linear
 
 _WEIGHTS = TorchTensorOps()
 """Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
@@ -110,7 +110,7 @@ def _aten_linear(problem: Problem) -> Callable[[], object]:
 def _onednn_linear(fused: bool) -> Builder:
     def build(problem: Problem) -> Callable[[], object]:
         o = _linear_operands(problem)
-        linear = torch.ops.mkldnn._linear_pointwise
+        linear = onednn_linear.linear_pointwise  # what the graph runs: the weight packed once
         if fused:
             attr, scalars, algorithm = _POST_OPS[o.activation]
             return lambda: linear(o.x, o.weight, o.bias, attr, scalars, algorithm)
