@@ -16,7 +16,7 @@
 // (python/fxopt/runtime/onednn_linear.py) packs each weight into oneDNN's layout on its first
 // call (mkldnn._reorder_linear_weight, for any row count) and keeps it while the weight lives
 // unchanged: oneDNN would otherwise reorder a plain weight on every call (5-12% of a Linear at
-// 128 rows, 40% at one row, bfloat16 on a Zen 4), with the same bits either way.
+// 128 rows, 40% at one row, bfloat16 on a Zen 4), with the same results up to rounding.
 // Availability is decided in Python, where torch is: option "dtypes" lists the weight dtypes
 // the running torch and CPU may fuse (float32 where the op exists and oneDNN is enabled,
 // bfloat16 where oneDNN runs it natively); other Linears, and those not on the CPU, are skipped

@@ -167,3 +167,25 @@ def test_user_mlp_in_symbolic_mode(tmp_path: Path) -> None:
     assert gm.code == code
     assert_same_parameters(gm, before, same_storage=True)
     assert torch.equal(gm(x), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_the_packed_weight_computes_what_the_plain_op_does_and_follows_the_weight(dtype: torch.dtype) -> None:
+    if dtype == torch.bfloat16 and not onednn_bfloat16_available():
+        pytest.skip("oneDNN runs no native bfloat16 here")
+    weight = torch.randn(24, 16).to(dtype)
+    bias = torch.randn(24).to(dtype)
+    plain = torch.ops.mkldnn._linear_pointwise.default
+    # oneDNN may take another kernel for a packed weight (one float32 row: a blocked GEMM, not
+    # a GEMV): the same sums in another order.
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 0, "atol": 0}
+    # One packing for every row count (a prompt, then one token at a time) and rank.
+    for x in (torch.randn(7, 16), torch.randn(1, 16), torch.randn(2, 3, 16)):
+        x = x.to(dtype)
+        got = linear_pointwise(x, weight, bias, "gelu", [], "tanh")
+        torch.testing.assert_close(got, plain(x, weight, bias, "gelu", [], "tanh"), **tolerance)
+    with torch.no_grad():
+        weight.mul_(-3)  # an in-place update packs again
+    x = torch.randn(4, 16).to(dtype)
+    expected = plain(x, weight, None, "none", [], None)
+    torch.testing.assert_close(linear_pointwise(x, weight, None, "none", [], None), expected, **tolerance)
