@@ -5,6 +5,7 @@ weights, graphs that deep-copy and save, and an exact reverse."""
 from __future__ import annotations
 
 import copy
+import io
 import tempfile
 from pathlib import Path
 
@@ -83,6 +84,13 @@ def test_packing_follows_the_weight_and_the_graph_copies_and_saves() -> None:
     for copied in (copy.deepcopy(gm), _save_load(gm)):
         assert fused_calls(copied)
         assert_outputs_close(outputs(copied, *args), expected, atol=1e-4, rtol=1e-4)
+    # A symbolic trace also pickles with torch.save (an exported one does not).
+    symbolic, symbolic_args = trace_vision(model, pixels, "symbolic")
+    symbolic_expected = outputs(symbolic, *symbolic_args)
+    compose(FuseConvActivationOneDnn())(symbolic)
+    pickled = _pickled(symbolic)
+    assert len(fused_calls(pickled)) == len(fused_calls(symbolic)) > 0
+    assert_outputs_close(outputs(pickled, *symbolic_args), symbolic_expected, atol=1e-4, rtol=1e-4)
 
     # An input of another size and an in-place update of a weight each get a packing of their
     # own; an unbatched image runs as a batch of one.
@@ -138,6 +146,17 @@ def test_presets_run_it_where_onednn_convolves() -> None:
         report = fxopt.verify(model, optimized, {"pixel_values": pixels})
         # `default` keeps float32 results; `fast` may lower to bfloat16 (its bound: cosine 0.999)
         assert report.ok if preset == "default" else min(row.cosine for row in report.rows) >= 0.999, report
+
+
+def _pickled(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """torch.save / torch.load, which traces the graph's code again: the fused call stays one
+    node (fxopt.runtime.graph_leaf) instead of being traced through."""
+    buffer = io.BytesIO()
+    torch.save(gm, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert isinstance(loaded, torch.fx.GraphModule)
+    return loaded
 
 
 def _save_load(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -21,6 +21,7 @@ import torch
 
 from ..optimization import hardware
 from .packing import PackCache
+from . import graph_leaf
 
 ENGINES = ("onednn", "fbgemm")
 
@@ -62,6 +63,7 @@ def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
     return _PACKED.get(values, (scales, bias), engine, make)
 
 
+@graph_leaf
 def dynamic_int8_linear(
     x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, engine: str
 ) -> torch.Tensor:

@@ -13,8 +13,10 @@ import torch
 
 from .. import _core
 from .kernel_input import kernel_input
+from . import graph_leaf
 
 
+@graph_leaf
 def int4_weight_linear(x: torch.Tensor, packed: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     """x [..., k] float32 @ (the int4 weight [n, k] of packed and params)ᵀ -> [..., n] float32."""
     n, half = packed.shape

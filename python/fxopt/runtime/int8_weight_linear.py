@@ -14,8 +14,10 @@ import torch
 
 from .. import _core
 from .kernel_input import kernel_input
+from . import graph_leaf
 
 
+@graph_leaf
 def int8_weight_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """x [..., k] float32 @ (weight [n, k] int8 * scales [n] float32)ᵀ -> [..., n] float32."""
     n, k = weight.shape

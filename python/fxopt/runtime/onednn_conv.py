@@ -14,10 +14,12 @@ from collections.abc import Sequence
 import torch
 
 from .packing import PackCache
+from . import graph_leaf
 
 _PACKED: PackCache[torch.Tensor] = PackCache()
 
 
+@graph_leaf
 def conv_pointwise(
     x: torch.Tensor,
     weight: torch.Tensor,

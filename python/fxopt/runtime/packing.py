@@ -28,7 +28,9 @@ class _Entry(Generic[T]):
 
 
 def _versions(tensors: tuple[torch.Tensor | None, ...]) -> tuple[int, ...]:
-    return tuple(-1 if t is None else t._version for t in tensors)
+    # A tensor made under torch.inference_mode (a weight a preset lowered during an encode() or a
+    # pipeline call) has no version counter: its in-place updates go unseen.
+    return tuple(-1 if t is None else -2 if t.is_inference() else t._version for t in tensors)
 
 
 class PackCache(Generic[T]):
