@@ -278,3 +278,19 @@ def test_a_gpu_result_is_waited_for_inside_the_timed_call(monkeypatch):
     assert len(waited) == 2
     times = measure.best_times({"gpu": lambda: on_gpu}, rounds=2)
     assert times["gpu"] > 0 and len(waited) > 2
+
+
+def test_calls_too_long_for_the_rounds_are_timed_in_fewer_rounds(monkeypatch):
+    """A call of tens of milliseconds (GPT-2's head) gets MIN_ROUNDS rounds, not seven."""
+    monkeypatch.setattr(measure, "_evict", lambda: None)
+    calls = {"short": 0, "long": 0}
+
+    def runner(name: str):
+        return lambda: calls.__setitem__(name, calls[name] + 1)
+
+    measure.best_times({"short": runner("short")}, rounds=7)
+    monkeypatch.setattr(measure, "TIMED_S", 0.0)  # now seven rounds of anything take too long
+    measure.best_times({"long": runner("long")}, rounds=7)
+    per_round = measure.MAX_CALLS  # a call this short fills every round
+    assert calls["short"] == 2 + 7 * per_round  # warm-up, the first timing, seven rounds
+    assert calls["long"] == 2 + measure.MIN_ROUNDS * per_round

@@ -30,6 +30,12 @@ EVICT_BYTES = 8 << 20
 MAX_CALLS = 5
 """Timed calls per candidate and round: each also pays an eviction (about 0.7 ms)."""
 
+MIN_ROUNDS = 3
+TIMED_S = 0.3
+"""Rounds stop at `MIN_ROUNDS` where `rounds` of them would take longer than this: a call of
+tens of milliseconds (GPT-2's 768x50257 head at 128 tokens: 80 ms) varies little from round to
+round, and seven rounds of each candidate made it most of a model's tuning time."""
+
 _EVICT_FROM = bytes(EVICT_BYTES // 2)
 _EVICT_TO = bytearray(EVICT_BYTES // 2)
 
@@ -45,10 +51,13 @@ def best_times(
 ) -> dict[str, float]:
     """Seconds per call of each runner in its fastest round, each call after an eviction."""
     calls: dict[str, int] = {}
+    round_time = 0.0
     for name, run in runners.items():
         run()  # warm-up: first-call allocations and oneDNN's primitive creation
         once = max(_cold_call(run), 1e-7)
         calls[name] = max(1, min(MAX_CALLS, int(round_s / once)))
+        round_time += once * calls[name]
+    rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(TIMED_S / round_time)))
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(rounds):
         for name, run in runners.items():
