@@ -109,7 +109,8 @@ void add_activation_kernels(ReferenceInterpreter& interpreter) {
   for (const char* f : {"_operator.matmul", "aten.matmul.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, matmul);
   interpreter.add_kernel(NodeKind::CallMethod, "matmul", matmul);
-  interpreter.add_kernel(NodeKind::CallFunction, "fxopt.runtime.onednn_linear.linear_pointwise", onednn_linear);
+  interpreter.add_kernel(NodeKind::CallFunction, "fxopt.runtime.onednn_linear.linear_pointwise",
+                         onednn_linear);
   interpreter.add_kernel(
       NodeKind::CallFunction, "torch.nn.functional.hardtanh",
       [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
