@@ -121,6 +121,11 @@ def test_the_cache_is_keyed_by_cpu_and_torch_version(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(fxopt.optimization.hardware, "cpu_model", lambda: "Another CPU")
     assert ChoiceCache(tmp_path).get("query") is None
+    monkeypatch.undo()
+    from fxopt.tuning import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "KERNELS", "k-next")  # a candidate's kernel changed
+    assert ChoiceCache(tmp_path).get("query") is None
 
 
 def test_a_pinned_choice_is_honoured_without_measuring(measuring, monkeypatch):

@@ -3,8 +3,9 @@ nothing.
 
 One JSON file per machine and torch version (`choices-<key>.json` in `$FXOPT_CACHE_DIR`, else
 `~/.cache/fxopt`): the file name holds the CPU model, the flags that decide which kernels pay,
-torch's version, the thread count and how measure.py times, so a choice measured elsewhere is never reused. Inside,
-entries are keyed by the query (op, shape, dtype, variant and the candidates). A cache that
+torch's version, the thread count, how measure.py times and the revision of the candidates'
+kernels, so a choice measured elsewhere, or on another kernel, is never reused. Inside, entries
+are keyed by the query (op, shape, dtype, variant and the candidates). A cache that
 cannot be read or written is ignored: tuning then runs again, nothing fails.
 """
 
@@ -31,12 +32,16 @@ TIMING = "evicted"
 """How measure.py times (each call after a cache eviction): choices timed another way are not
 reused."""
 
+KERNELS = "k2"
+"""The revision of the candidates' kernels, raised whenever one of them changes what it runs
+(k2: oneDNN's linear on a weight packed once; fxopt's int8 kernel prefetching into L2), so a
+choice measured on the old kernel is not reused."""
+
 
 def machine_key() -> str:
     """What a measurement depends on beyond the query itself."""
-    return "|".join(
-        [hardware.cpu_model(), ",".join(hardware.cpu_flags()), torch.__version__, f"{torch.get_num_threads()}t", TIMING]
-    )
+    threads = f"{torch.get_num_threads()}t"
+    return "|".join([hardware.cpu_model(), ",".join(hardware.cpu_flags()), torch.__version__, threads, TIMING, KERNELS])
 
 
 class ChoiceCache:
