@@ -23,8 +23,9 @@ Variants (`--variants`):
   where an int8 kernel beats float32 (per-token chain, oneDNN or fbgemm packed GEMMs, measured),
   or calibrated as above to cosine >= 0.999; fxopt-int8-smooth-cal: `SmoothLinearInputs`
   calibrated on the same inputs first (SmoothQuant factors for Linears with outlier channels).
-* compile, compile-freezing: `torch.compile` (inductor), plain and with
-  `torch._inductor.config.freezing`; preparation = the first call, which compiles (in a fresh
+* compile, compile-freezing, compile-cudagraphs: `torch.compile` (inductor), plain, with
+  `torch._inductor.config.freezing`, and with CUDA graphs (`triton.cudagraphs`, what
+  `mode="reduce-overhead"` sets, for a GPU); preparation = the first call, which compiles (in a fresh
   inductor cache directory, as a user's first run). Inductor's CPU kernels specialise on the
   thread count, so they are compiled again for each `--threads` value.
 * compile-fxopt, compile-fxopt-inductor: `torch.compile(backend="fxopt")`: the `default`
@@ -463,6 +464,7 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), False),
     "compile": VariantSpec(compile_preparer("inductor"), True, gpu=True),
     "compile-freezing": VariantSpec(compile_preparer("inductor", {"freezing": True}), True, gpu=True),
+    "compile-cudagraphs": VariantSpec(compile_preparer("inductor", {"triton.cudagraphs": True}), True, gpu=True),
     "compile-fxopt": VariantSpec(compile_preparer("fxopt"), False, gpu=True),
     "compile-fxopt-inductor": VariantSpec(compile_preparer("fxopt", {"inductor": True}), True, gpu=True),
     "ao-int8": VariantSpec(prepare_ao_int8, False),
