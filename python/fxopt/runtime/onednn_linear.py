@@ -5,8 +5,9 @@ reorders that weight on every call; here the weight is packed once
 (`mkldnn._reorder_linear_weight`, for any number of rows) and kept while it lives unchanged
 (`packing.py`), and the activation runs as a post-op of the same call. The results are the
 plain call's up to rounding (bit for bit at most shapes; one float32 row takes a blocked GEMM
-instead of a GEMV, another order of the same sums). Measured on a Zen 4 core (one thread, bfloat16): 128x384x384
-0.225 -> 0.197 ms, 128x768x3072 3.25 -> 2.94 ms, one row of 384x1536 0.064 -> 0.038 ms.
+instead of a GEMV, another order of the same sums). Measured on a Zen 4 core (one thread,
+bfloat16): 128x384x384 0.225 -> 0.197 ms, 128x768x3072 3.25 -> 2.94 ms, one row of 384x1536
+0.064 -> 0.038 ms; whole models 1.03-1.07x (bench/linear_packing.py).
 """
 
 from __future__ import annotations
