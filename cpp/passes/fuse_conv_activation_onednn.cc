@@ -16,14 +16,6 @@ namespace {
 const Symbol kConvPointwise = Symbol::intern("fxopt.runtime.onednn_conv.conv_pointwise");
 constexpr size_t kArity = 11;
 
-// A stored tensor of the convolution: its get_attr operand, or a new read of its module's.
-Arg read_conv_tensor(Rewriter& rewriter, const Conv& conv, Node* anchor, std::string_view name) {
-  const StoredParam* param = conv.params.find(name);
-  if (!param || !param->tensor) return None{};
-  if (conv.params.module.empty()) return *conv.params.node->input(param->index, name);
-  return rewriter.read_attribute(anchor, conv.params.module + "." + std::string(name));
-}
-
 bool is_in_place_add(const Node& node) {
   static const Symbol iadd = Symbol::intern("_operator.iadd");
   static const Symbol aten = Symbol::intern("aten.add_.Tensor");
@@ -128,8 +120,8 @@ void FuseConvActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   Node* result = pattern.back();
   PostOp op = activation ? activation->op : no_post_op();
   Args args = {conv->input,
-               read_conv_tensor(rewriter, *conv, result, "weight"),
-               read_conv_tensor(rewriter, *conv, result, "bias"),
+               stored_tensor_operand(rewriter, conv->params, result, "weight"),
+               stored_tensor_operand(rewriter, conv->params, result, "bias"),
                as_list(geometry->stride),
                as_list(geometry->padding),
                as_list(geometry->dilation),

@@ -26,6 +26,14 @@ Node* replace_by_fused_call(PassContext& ctx, const std::vector<Node*>& chain, A
   return fused;
 }
 
+Arg stored_tensor_operand(Rewriter& rewriter, const StoredParams& params, Node* anchor,
+                          std::string_view name) {
+  const StoredParam* param = params.find(name);
+  if (!param || !param->tensor) return None{};
+  if (params.module.empty()) return *params.node->input(param->index, name);
+  return rewriter.read_attribute(anchor, params.module + "." + std::string(name));
+}
+
 void restore_fused_chain(PassContext& ctx, Node* call, const RecordReader& record,
                          std::span<Node* const> inputs,
                          std::initializer_list<size_t> tensor_operands) {

@@ -7,6 +7,7 @@
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
+#include "passes/fold_pad_in_conv.h"
 #include "passes/fuse_attention_to_sdpa.h"
 #include "passes/fuse_batch_norm_in_conv.h"
 #include "passes/fuse_batch_norm_in_linear.h"
@@ -77,6 +78,9 @@ const std::vector<PassInfo>& all_passes() {
       {"FuseBatchNormInConv",
        "an eval-mode batch norm after any (transposed) convolution folds into its weights", true,
        [](const Dict&) { return std::make_unique<FuseBatchNormInConv>(false); }},
+      {"FoldPadInConv",
+       "a zero padding read only by a convolution becomes the convolution's own padding", true,
+       make_plain<FoldPadInConv>},
       {"ConvWeightsChannelsLast",
        "2-D convolution weights are stored channels-last, so oneDNN runs the network in NHWC", true,
        make_plain<ConvWeightsChannelsLast>},

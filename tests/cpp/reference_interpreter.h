@@ -44,7 +44,7 @@ class ReferenceInterpreter {
   std::map<std::pair<NodeKind, std::string>, Kernel> kernels_;
 };
 
-// Kernels for Linear in every dialect, last-dimension slices and pads
+// Kernels for Linear in every dialect, last-dimension slices and constant pads
 // (reference_linear_kernels.cc).
 void add_linear_kernels(ReferenceInterpreter& interpreter);
 // Kernels for (transposed) convolution and batch norm in the module and ATen dialects, torch's

@@ -1,5 +1,6 @@
 // Reference kernels for what the Linear passes produce and consume: Linear in every dialect,
-// last-dimension slices (torch.narrow, aten.slice.Tensor) and pads (F.pad, aten.constant_pad_nd),
+// last-dimension slices (torch.narrow, aten.slice.Tensor), constant pads (F.pad, aten.constant_pad_nd,
+// aten.pad),
 // the decomposed forms of a Linear (addmm, mm, matrix transposes) and reshapes.
 #include <stdexcept>
 
@@ -60,17 +61,35 @@ Value last_dim_slice(ReferenceInterpreter& in, const std::vector<Value>& args, i
   return in.ops().slice(x, dim, start, end);
 }
 
-// x padded on the right of its last dimension by `count` columns of `value`.
-Value pad_last(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args,
-               const Arg* value) {
+// x padded with `value` by non-negative widths in torch's order (last dimension first).
+Value constant_pad(ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args,
+                   const Arg* value) {
   const std::vector<Arg>* widths = node.args().at(1).sequence();
-  if (!widths || widths->size() != 2 || (*widths)[0] != Arg(0))
-    throw std::invalid_argument("reference pads only the end of the last dimension");
   const TensorInfo& x = tensor(args, 0);
-  std::vector<int64_t> shape = x.shape;
-  shape.back() = *(*widths)[1].integer();
-  TensorInfo column = in.ops().full(shape, value ? *value->number() : 0.0, x);
-  return in.ops().cat({x, column}, -1);
+  size_t rank = x.shape.size();
+  std::vector<int64_t> before(rank, 0), shape = x.shape;
+  for (size_t i = 0; widths && 2 * i < widths->size(); ++i) {
+    int64_t left = *(*widths)[2 * i].integer(), right = *(*widths)[2 * i + 1].integer();
+    if (left < 0 || right < 0 || i >= rank)
+      throw std::invalid_argument("reference pads by non-negative widths within the rank");
+    before[rank - 1 - i] = left;
+    shape[rank - 1 - i] += left + right;
+  }
+  double fill = value && !value->is_none() ? *value->number() : 0.0;
+  int64_t size = 1;
+  for (int64_t d : shape) size *= d;
+  std::vector<double> y(size_t(size), fill);
+  const std::vector<double>& xv = in.ops().values(x);
+  for (size_t flat = 0; flat < xv.size(); ++flat) {
+    int64_t rest = int64_t(flat), at = 0, stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      at += (rest % x.shape[d] + before[d]) * stride;
+      rest /= x.shape[d];
+      stride *= shape[d];
+    }
+    y[size_t(at)] = xv[flat];
+  }
+  return in.ops().make(shape, std::move(y), x.dtype);
 }
 
 // addmm(b, x, wt) = linear(x, wt^T, b); mm(x, wt) = linear(x, wt^T).
@@ -138,13 +157,18 @@ void add_linear_kernels(ReferenceInterpreter& interpreter) {
                          [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
                            return last_dim_slice(in, a, integer(a, 2), integer(a, 3));
                          });
-  interpreter.add_kernel(NodeKind::CallFunction, "torch.nn.functional.pad",
-                         [](ReferenceInterpreter& in, const Node& n, const std::vector<Value>& a) {
-                           return pad_last(in, n, a, n.kwargs().find("value"));
-                         });
+  for (const char* target : {"torch.nn.functional.pad", "torch._C._nn.pad", "aten.pad.default"})
+    interpreter.add_kernel(
+        NodeKind::CallFunction, target,
+        [](ReferenceInterpreter& in, const Node& n, const std::vector<Value>& a) {
+          const Arg* mode = n.input(2, "mode");
+          if (mode && !mode->is_none() && *mode != Arg("constant"))
+            throw std::invalid_argument("reference pads with a constant only");
+          return constant_pad(in, n, a, n.input(3, "value"));
+        });
   interpreter.add_kernel(NodeKind::CallFunction, "aten.constant_pad_nd.default",
                          [](ReferenceInterpreter& in, const Node& n, const std::vector<Value>& a) {
-                           return pad_last(in, n, a, n.input(2, "value"));
+                           return constant_pad(in, n, a, n.input(2, "value"));
                          });
 }
 

@@ -33,6 +33,7 @@ import fxopt
 from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.optimization import (
     FoldConstants,
+    FoldPadInConv,
     QuantizeLinearsInt8,
     SmoothLinearInputs,
     QuantizeLinearsWeightOnly,
@@ -65,6 +66,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseBiasInLinear()": FuseBiasInLinear,
     "FuseBatchNorm2dInConv2d()": FuseBatchNorm2dInConv2d,
     "FuseBatchNormInConv()": FuseBatchNormInConv,
+    "FoldPadInConv()": FoldPadInConv,
     "FuseBatchNorm1dInLinear()": FuseBatchNorm1dInLinear,
     "RemoveNoOps()": RemoveNoOps,
     "EliminateCommonSubexpressions()": EliminateCommonSubexpressions,
@@ -87,6 +89,9 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "QuantizeLinearsWeightOnly(torch.float32)": lambda: QuantizeLinearsWeightOnly(torch.float32),
     "QuantizeLinearsWeightOnly(bits=4)": lambda: QuantizeLinearsWeightOnly(bits=4),
 }
+
+PADS = ((None, 1), (None, 1), ("(1, 1, 1, 1)", 0), ("(0, 0, 0, 0)", 1), ("(1, 1, 1, 1), value=0.5", 0))
+"""F.pad widths before a Conv2d of kernel 3 and that padding (None: no pad): each keeps the size."""
 
 DIVISORS = ("8", "3.0", "0.1", "1e-39", "1e30", "-2.5")
 DIVISIONS = (
@@ -187,7 +192,13 @@ def generate(seed: int, dense: bool | None = None) -> Case:
                 case.init.append(f"{m} = torch.nn.Linear({width[a]}, {out}, bias={bias})")
                 linears.append((m, width[a], out))
             elif rng.random() < 0.7:
-                case.init.append(f"{m} = torch.nn.Conv2d({width[a]}, {out}, 3, padding=1, bias={bias})")
+                # Some read an explicit pad, as TensorFlow ports do: by nothing, symmetric (folds)
+                # or with a non-zero value (stays).
+                pad, padding = rng.choice(PADS)
+                case.init.append(
+                    f"{m} = torch.nn.Conv2d({width[a]}, {out}, 3, padding={padding}, bias={bias})"
+                )
+                a = f"F.pad({a}, {pad})" if pad else a
             else:
                 case.init.append(
                     f"{m} = torch.nn.ConvTranspose2d({width[a]}, {out}, 3, padding=1, bias={bias})"

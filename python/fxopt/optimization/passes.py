@@ -301,6 +301,20 @@ class FuseConvActivationOneDnn(BuiltinTransformation):
         return {**self.parameters(), "dtypes": onednn_dtypes(onednn_conv_available())}
 
 
+class FoldPadInConv(BuiltinTransformation):
+    """A zero padding read only by a convolution becomes the convolution's own padding.
+
+    ``conv2d(F.pad(x, (l, l, t, t)), W, b, padding=p)`` becomes ``conv2d(x, W, b, padding=p +
+    (t, l))`` (``F.pad``, ``aten.constant_pad_nd`` and ``aten.pad``, mode constant, value 0; any
+    convolution form, not transposed). Models ported from TensorFlow pad each convolution's
+    input explicitly ("same" padding: transformers' MobileNet, EfficientNet), often by nothing:
+    every pad copies the activation and drops the channels-last layout of the convolution
+    before it. Skipped with the reason: a pad wider on one side than the other (a stride-2
+    "same" convolution), one with other readers or another mode or value. Reverse rebuilds the
+    pad and the convolution as they were. Conditions in cpp/passes/fold_pad_in_conv.h.
+    """
+
+
 class ConvWeightsChannelsLast(BuiltinTransformation):
     """2-D convolution weights are stored channels-last (NHWC strides), values unchanged.
 

@@ -199,6 +199,7 @@ def _before_fusions(device: torch.device) -> list[str]:
         "FuseAttentionToSdpa",
         "FuseBatchNormInConv",
         "FuseBatchNorm1dInLinear",
+        "FoldPadInConv",
         "ConvWeightsChannelsLast",
     ]
     if device.type == "cpu":
@@ -301,7 +302,7 @@ PRESETS: dict[str, Preset] = {
     # not in any preset but all-preserving.
     "default": Preset(
         "default",
-        "graph cleanup, attention to SDPA, batch-norm folding, channels-last convolutions and "
+        "graph cleanup, attention to SDPA, batch-norm and pad folding, channels-last convolutions and "
         "oneDNN Linears: preserves float32 results, never measured slower than eager",
         _default,
     ),
