@@ -4,6 +4,8 @@ check is the decision, never the speed of this machine."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 import transformers
 import pytest
@@ -286,8 +288,10 @@ def test_a_gpu_result_is_waited_for_inside_the_timed_call(monkeypatch):
 
 
 def test_calls_too_long_for_the_rounds_are_timed_in_fewer_rounds(monkeypatch):
-    """A call of tens of milliseconds (GPT-2's head) gets MIN_ROUNDS rounds, not seven."""
+    """A call of tens of milliseconds (GPT-2's head) gets MIN_ROUNDS rounds, not seven, the
+    timing that sized its rounds being the first."""
     monkeypatch.setattr(measure, "_evict", lambda: None)
+    monkeypatch.setattr(measure, "_decided", lambda samples: False)  # see the next test
     calls = {"short": 0, "long": 0}
 
     def runner(name: str):
@@ -299,3 +303,27 @@ def test_calls_too_long_for_the_rounds_are_timed_in_fewer_rounds(monkeypatch):
     per_round = measure.MAX_CALLS  # a call this short fills every round
     assert calls["short"] == 2 + 7 * per_round  # warm-up, the first timing, seven rounds
     assert calls["long"] == 2 + measure.MIN_ROUNDS * per_round
+
+    # A call that fills a round alone (round_s 0): its first timing is its first round.
+    calls["long"] = 0
+    measure.best_times({"long": runner("long")}, rounds=7, round_s=0.0)
+    assert calls["long"] == 1 + measure.MIN_ROUNDS  # warm-up, then one call per round
+
+
+def test_rounds_stop_once_the_fastest_candidate_is_clear(monkeypatch):
+    """After MIN_ROUNDS, a candidate whose slowest round beat every other's fastest wins: more
+    rounds could not change the verdict (most of a CNN's choices)."""
+    monkeypatch.setattr(measure, "_evict", lambda: None)
+    calls = {"fast": 0, "slow": 0}
+
+    def fast() -> None:
+        calls["fast"] += 1
+
+    def slow() -> None:
+        calls["slow"] += 1
+        time.sleep(0.005)
+
+    times = measure.best_times({"fast": fast, "slow": slow}, rounds=7)
+    assert times["fast"] < times["slow"]
+    assert calls["slow"] == 1 + measure.MIN_ROUNDS  # warm-up, then one call a round (the first sized it)
+    assert calls["fast"] == 2 + measure.MIN_ROUNDS * measure.MAX_CALLS

@@ -16,7 +16,7 @@ from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
 from ..runtime.int4_weight_linear import int4_weight_linear
 from ..runtime.int8_weight_linear import int8_weight_linear
-from .kernels import INT4_GROUP_SIZE, Problem, register
+from .kernels import INT4_GROUP_SIZE, Problem, random_operand, register
 
 _WEIGHTS = TorchTensorOps()
 
@@ -32,9 +32,9 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
     def build(problem: Problem) -> Callable[[], object]:
         tokens, in_features, out_features = problem.shape
         generator = torch.Generator().manual_seed(0)
-        x = torch.randn(tokens, in_features, generator=generator)
-        weight = torch.randn(out_features, in_features, generator=generator) / in_features**0.5
-        bias = None if problem.variant.endswith("no_bias") else torch.randn(out_features, generator=generator)
+        x = random_operand(tokens, in_features, generator=generator)
+        weight = random_operand(out_features, in_features, generator=generator, scale=in_features**-0.5)
+        bias = None if problem.variant.endswith("no_bias") else random_operand(out_features, generator=generator)
         linear: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
         if bits == 8:
             values, scales = _WEIGHTS.quantize_rows_int8(weight)

@@ -3,7 +3,8 @@
 Candidates run in turns, round after round, so a slow phase of a shared machine hits them all
 alike; each round times enough calls to last `round_s`. The verdict is each candidate's fastest
 round: other processes only ever add time, so the minimum is the steadiest estimate of what the
-kernel itself costs on a shared machine.
+kernel itself costs on a shared machine. Rounds stop early, after `MIN_ROUNDS`, once the rounds
+of the fastest candidate and of the others no longer overlap.
 
 Before every timed call `EVICT_BYTES` of unrelated memory are read and written, so the call
 finds its weights where a model's forward finds them: not in the core's own cache. Between two
@@ -51,19 +52,31 @@ def best_times(
 ) -> dict[str, float]:
     """Seconds per call of each runner in its fastest round, each call after an eviction."""
     calls: dict[str, int] = {}
+    samples: dict[str, list[float]] = {}
     round_time = 0.0
     for name, run in runners.items():
         run()  # warm-up: first-call allocations and oneDNN's primitive creation
         once = max(_cold_call(run), 1e-7)
         calls[name] = max(1, min(MAX_CALLS, int(round_s / once)))
         round_time += once * calls[name]
+        # A call long enough to be a round alone is one already (GPT-2's head: 80 ms a call).
+        samples[name] = [once] if calls[name] == 1 else []
     rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(TIMED_S / round_time)))
-    samples: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(rounds):
+    for done in range(1, rounds + 1):
         for name, run in runners.items():
             n = calls[name]
-            samples[name].append(sum(_cold_call(run) for _ in range(n)) / n)
+            if len(samples[name]) < done:
+                samples[name].append(sum(_cold_call(run) for _ in range(n)) / n)
+        if done >= MIN_ROUNDS and _decided(samples):
+            break
     return {name: min(times) for name, times in samples.items()}
+
+
+def _decided(samples: Mapping[str, list[float]]) -> bool:
+    """Whether more rounds cannot change the verdict: the fastest candidate's slowest round
+    beat every other candidate's fastest one (on a quiet machine, most choices after three)."""
+    leader = min(samples, key=lambda name: min(samples[name]))
+    return all(min(times) > max(samples[leader]) for name, times in samples.items() if name != leader)
 
 
 def _cold_call(run: Callable[[], object]) -> float:
