@@ -5,6 +5,9 @@ benchmark, bench/latency.py); `fxopt.optimize` and `fxopt.preset` are the one-ca
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -74,6 +77,53 @@ def test_fast_uses_bfloat16_only_where_the_cpu_has_it(monkeypatch: pytest.Monkey
     monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: True)
     assert "ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")
     assert isinstance(presets.build("ChangePrecision(dtype=bfloat16)"), ChangePrecision)
+
+
+ZEN4_FLAGS = {"avx2": True, "avx512_f": True, "avx512_vnni": True, "avx512_bf16": True, "amx_int8": False}
+
+
+@pytest.mark.parametrize(
+    ("variable", "cap", "flags", "bf16", "int8"),
+    [
+        (None, None, ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
+        ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False),
+        ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni", ["avx2", "avx512_f", "avx512_vnni"], False, True),
+        ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False),
+        ("ONEDNN_MAX_CPU_ISA", "ALL", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
+        ("ONEDNN_MAX_CPU_ISA", "NOT_AN_ISA", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
+    ],
+)
+def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, variable, cap, flags, bf16, int8
+) -> None:
+    monkeypatch.setattr(hardware, "capabilities", lambda: ZEN4_FLAGS)
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    if variable:
+        monkeypatch.setenv(variable, cap)
+    assert hardware.cpu_flags() == flags
+    assert hardware.fast_bfloat16_cpu() is bf16 and hardware.fast_int8_cpu() is int8
+    assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")) is bf16
+    assert ("oneDNN capped at" in hardware.describe()) is (flags != ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"])
+
+
+def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:
+    """oneDNN reads its cap once, at start-up: a fresh process. Before, `fast` lowered to
+    bfloat16 by the CPU's own flags and oneDNN's packed Linear refused the weights ("bf16 path
+    needs the cpu support ...")."""
+    script = (
+        "import torch, fxopt\n"
+        "from fxopt.optimization import hardware\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).eval()\n"
+        "x = torch.randn(8, 16)\n"
+        "gm = fxopt.optimize(model, 'fast', example_inputs=(x,))\n"
+        "assert 'bfloat16' not in gm.code and 'avx512' not in ','.join(hardware.cpu_flags())\n"
+        "torch.testing.assert_close(gm(x), model(x), rtol=1e-5, atol=1e-5)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
 
 
 def test_fast_without_native_bfloat16_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:

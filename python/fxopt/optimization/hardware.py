@@ -15,10 +15,9 @@ import torch
 
 
 def fast_bfloat16_cpu() -> bool:
-    """True if this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16)."""
-    cpu = torch.cpu
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+    """True if this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16) and oneDNN,
+    which runs torch's bfloat16 matrix products, may use them (`onednn_isa_cap`)."""
+    return any(flag in cpu_flags() for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def bfloat16_native(device: torch.device) -> bool:
@@ -47,13 +46,13 @@ def model_device(model: object) -> torch.device:
 
 
 def fast_int8_cpu() -> bool:
-    """True if this CPU has int8 dot products (AVX512-VNNI, AVX-VNNI or AMX-INT8).
+    """True if this CPU has int8 dot products (AVX512-VNNI, AVX-VNNI or AMX-INT8) that oneDNN may
+    use (`onednn_isa_cap`).
 
     Without them aten._int_mm has no fast kernel: 30-50x slower than float32 was measured on a
     Zen 3 (AVX2 only).
     """
-    caps = capabilities()
-    return any(caps.get(flag, False) for flag in ("avx512_vnni", "avx_vnni", "amx_int8"))
+    return any(flag in cpu_flags() for flag in ("avx512_vnni", "avx_vnni", "amx_int8"))
 
 
 BENCH_FLAGS = ("avx2", "avx512_f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -79,10 +78,45 @@ def cpu_model() -> str:
     return str(capabilities().get("cpu_name", "unknown CPU"))
 
 
+ONEDNN_ISAS = (
+    "SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX10_1_512_AMX", "AVX512_CORE_AMX",
+    "AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16", "ALL",
+)  # fmt: skip
+"""oneDNN's instruction-set levels, lowest first, as `ONEDNN_MAX_CPU_ISA` names them."""
+
+_FLAG_ISA = {
+    "avx2": "AVX2",
+    "avx_vnni": "AVX2_VNNI",
+    "avx512_f": "AVX512_CORE",
+    "avx512_vnni": "AVX512_CORE_VNNI",
+    "avx512_bf16": "AVX512_CORE_BF16",
+    "amx_bf16": "AVX512_CORE_AMX",
+    "amx_int8": "AVX512_CORE_AMX",
+}
+"""The lowest oneDNN level that uses each of BENCH_FLAGS."""
+
+
+def onednn_isa_cap() -> str | None:
+    """The instruction-set level `ONEDNN_MAX_CPU_ISA` (or its old name `DNNL_MAX_CPU_ISA`) caps
+    oneDNN at, None if uncapped. torch's bfloat16 and int8 matrix products run in oneDNN, so a
+    CPU capped at AVX2 computes them like an AVX2-only CPU: bfloat16 emulated (a 128x384x384
+    Linear 6x slower than native on a Zen 4, 3x slower than float32) or refused outright by
+    oneDNN's packed Linear. fxopt then treats the CPU as one without the capped flags, its own
+    kernels included, so an AVX2-only CPU's choices can be measured on a newer one."""
+    for variable in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        value = os.environ.get(variable, "").strip().upper()
+        if value in ONEDNN_ISAS and value != "ALL":
+            return value
+    return None
+
+
 def cpu_flags() -> list[str]:
-    """The flags of BENCH_FLAGS this CPU has."""
+    """The flags of BENCH_FLAGS this CPU has, less those `onednn_isa_cap` rules out."""
     caps = capabilities()
-    return [flag for flag in BENCH_FLAGS if caps.get(flag, False)]
+    cap = onednn_isa_cap()
+    allowed = ONEDNN_ISAS[: ONEDNN_ISAS.index(cap) + 1] if cap else ONEDNN_ISAS
+    return [flag for flag in BENCH_FLAGS if caps.get(flag, False) and _FLAG_ISA[flag] in allowed]
 
 
 def onednn_linear_available() -> bool:
@@ -127,7 +161,8 @@ def describe() -> str:
         )
         if present
     ]
-    return f"{cpu_model()} ({', '.join(cpu_flags()) or 'no AVX2'}), fast paths: {', '.join(flags) or 'none'}"
+    capped = f"; oneDNN capped at {cap}" if (cap := onednn_isa_cap()) else ""
+    return f"{cpu_model()} ({', '.join(cpu_flags()) or 'no AVX2'}{capped}), fast paths: {', '.join(flags) or 'none'}"
 
 
 def threads_text() -> str:
