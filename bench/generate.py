@@ -273,7 +273,7 @@ def main() -> None:
     lines = [f"# generate() and encode() tokens/s, {args.threads} thread(s)", "", *machine_description()]
     # machine_description names the CPU and its flags (fxopt.optimization.hardware.cpu_flags).
     lines += [f"- rounds: {args.rounds}, interleaved; median (min-max)", ""]
-    for name in args.models.split(","):
+    for name in filter(None, args.models.split(",")):  # --models "": sentence embeddings only
         lines += bench_model(name, args.variants.split(","), args.rounds)
     if not args.no_sentences:
         lines += bench_sentence_transformers(args.rounds)
