@@ -37,6 +37,12 @@ std::optional<double> Arg::number() const {
   return std::nullopt;
 }
 
+List int_list(const std::vector<int64_t>& values) {
+  List out;
+  for (int64_t v : values) out.items.push_back(v);
+  return out;
+}
+
 const std::vector<Arg>* Arg::sequence() const {
   if (is<List>()) return &as<List>().items;
   if (is<Tuple>()) return &as<Tuple>().items;

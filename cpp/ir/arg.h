@@ -99,6 +99,9 @@ struct Arg {
 using Args = std::vector<Arg>;
 using Kwargs = Dict;
 
+// A Python list of ints (a convolution's stride or padding operand, say).
+List int_list(const std::vector<int64_t>& values);
+
 template <class F>
 void Arg::for_each_node(F&& fn) const {
   std::visit(

@@ -10,12 +10,6 @@ namespace {
 
 constexpr size_t kArity = 7;  // convNd(input, weight, bias, stride, padding, dilation, groups)
 
-List as_list(const std::vector<int64_t>& values) {
-  List out;
-  for (int64_t v : values) out.items.push_back(v);
-  return out;
-}
-
 // The convolution's padding with `widths` (torch's order: last dimension first) added, or
 // nullopt where the pad is not symmetric on the spatial dimensions or pads any other.
 std::optional<std::vector<int64_t>> folded_padding(std::vector<int64_t> padding,
@@ -68,9 +62,9 @@ void FoldPadInConv::rewrite(PassContext& ctx, Node* node) const {
   Args args = {pad->input,
                stored_tensor_operand(rewriter, conv->params, reader, "weight"),
                stored_tensor_operand(rewriter, conv->params, reader, "bias"),
-               as_list(geometry->stride),
-               as_list(*padding),
-               as_list(geometry->dilation),
+               int_list(geometry->stride),
+               int_list(*padding),
+               int_list(geometry->dilation),
                conv->groups};
   replace_by_fused_call(ctx, chain, std::move(*captured), conv_target(*reader, conv->spatial_dims),
                         "conv_padded", std::move(args));

@@ -46,12 +46,6 @@ std::optional<ResidualAdd> residual_add(Node* conv) {
   return ResidualAdd{user, other};
 }
 
-List as_list(const std::vector<int64_t>& values) {
-  List out;
-  for (int64_t v : values) out.items.push_back(v);
-  return out;
-}
-
 }  // namespace
 
 FuseConvActivationOneDnn::FuseConvActivationOneDnn(std::vector<std::string> dtypes)
@@ -122,9 +116,9 @@ void FuseConvActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   Args args = {conv->input,
                stored_tensor_operand(rewriter, conv->params, result, "weight"),
                stored_tensor_operand(rewriter, conv->params, result, "bias"),
-               as_list(geometry->stride),
-               as_list(geometry->padding),
-               as_list(geometry->dilation),
+               int_list(geometry->stride),
+               int_list(geometry->padding),
+               int_list(geometry->dilation),
                conv->groups,
                add ? Arg(add->residual) : Arg(None{}),
                op.attr,
