@@ -73,8 +73,9 @@ def best_times(
 
 
 def _decided(samples: Mapping[str, list[float]]) -> bool:
-    """Whether more rounds cannot change the verdict: the fastest candidate's slowest round
-    beat every other candidate's fastest one (on a quiet machine, most choices after three)."""
+    """Whether the verdict is clear: the fastest candidate's slowest round beat every other
+    candidate's fastest one, so no later round of theirs is likely to overturn it (on a quiet
+    machine, most choices are clear after three)."""
     leader = min(samples, key=lambda name: min(samples[name]))
     return all(min(times) > max(samples[leader]) for name, times in samples.items() if name != leader)
 
