@@ -4,32 +4,15 @@
 #include <initializer_list>
 
 #include "ops/cast.h"
-#include "ops/scalar_div.h"
+#include "ops/spelling.h"
 
 namespace fxopt {
 namespace {
-
-bool is_function(const Node& node, std::initializer_list<const char*> targets) {
-  return node.kind() == NodeKind::CallFunction &&
-         std::any_of(targets.begin(), targets.end(),
-                     [&](const char* t) { return node.target().str() == t; });
-}
-
-bool is_method(const Node& node, std::initializer_list<const char*> targets) {
-  return node.kind() == NodeKind::CallMethod &&
-         std::any_of(targets.begin(), targets.end(),
-                     [&](const char* t) { return node.target().str() == t; });
-}
 
 bool is_module(const Program& program, const Node& node, const char* type) {
   if (node.kind() != NodeKind::CallModule) return false;
   const ModuleInfo* module = program.module(node.target());
   return module && module->type.str() == type;
-}
-
-Node* node_input(const Node& node, size_t index, std::string_view keyword) {
-  const Arg* a = node.input(index, keyword);
-  return a ? a->node() : nullptr;
 }
 
 std::optional<int> rank_of(const Node& node, const Node& input) {
@@ -75,16 +58,6 @@ bool swaps_last_two(const std::vector<int64_t>& dims) {
   return true;
 }
 
-// A number operand and a tensor operand among operands 0 and 1, in either order.
-std::optional<Scale> number_times_tensor(const Node& node) {
-  const Arg* a = node.input(0, "input");
-  const Arg* b = node.input(1, "other");
-  if (!a || !b) return std::nullopt;
-  if (a->node() && b->is_number()) return Scale{a->node(), *b->number()};
-  if (b->node() && a->is_number()) return Scale{b->node(), *a->number()};
-  return std::nullopt;
-}
-
 }  // namespace
 
 Node* last_two_transposed(const Node& node) {
@@ -103,31 +76,6 @@ Node* last_two_transposed(const Node& node) {
     return dims && swaps_last_two(*dims) ? input : nullptr;
   }
   return nullptr;
-}
-
-std::optional<Scale> as_scale(const Node& node) {
-  std::string why_not;
-  if (std::optional<ScalarDiv> div = as_scalar_div(node, &why_not)) {
-    double divisor = *div->divisor.read(node).number();
-    if (divisor == 0) return std::nullopt;
-    return Scale{node.input(0, "input")->node(), 1.0 / divisor};
-  }
-  if (is_function(node, {"_operator.mul", "torch.mul", "aten.mul.Tensor", "aten.mul.Scalar"}) ||
-      is_method(node, {"mul", "mul_"}))
-    return number_times_tensor(node);
-  return std::nullopt;
-}
-
-std::optional<TensorAdd> as_tensor_add(const Node& node) {
-  if (!is_function(node, {"_operator.add", "torch.add", "aten.add.Tensor"}) &&
-      !is_method(node, {"add"}))
-    return std::nullopt;
-  if (const Arg* alpha = node.kwargs().find("alpha"); alpha && *alpha != Arg(1))
-    return std::nullopt;
-  Node* a = node_input(node, 0, "input");
-  Node* b = node_input(node, 1, "other");
-  if (!a || !b || node.args().size() > 2) return std::nullopt;
-  return TensorAdd{a, b};
 }
 
 std::optional<MaskFill> as_mask_fill(const Node& node, std::string* why_not) {

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "ir/trigger.h"
+#include "ops/arithmetic.h"
 #include "rewrite/rewriter.h"
 
 namespace fxopt {
@@ -32,20 +33,6 @@ namespace fxopt {
 // The tensor whose last two dims `node` swaps, or nullptr. Positive dims count only where the
 // rank is known (Node::rank); permute spells the rank out itself.
 Node* last_two_transposed(const Node& node);
-
-// `input * factor`: a multiplication or division by a constant Python number.
-struct Scale {
-  Node* input = nullptr;
-  double factor = 1.0;
-};
-std::optional<Scale> as_scale(const Node& node);
-
-// `a + b` of two graph tensors, without an alpha.
-struct TensorAdd {
-  Node* a = nullptr;
-  Node* b = nullptr;
-};
-std::optional<TensorAdd> as_tensor_add(const Node& node);
 
 // `scores` with `fill` written where `condition` is `fill_where`: masked_fill(scores, m, v) is
 // {m, v, true}, where(c, scores, v) is {c, v, false}.

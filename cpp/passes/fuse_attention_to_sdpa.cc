@@ -96,7 +96,7 @@ std::optional<std::string> match_chain(const Program& program, Node* out, Match&
     std::string unused;
     return as_scale(x) || as_matmul(x, &unused);
   };
-  if (std::optional<TensorAdd> add = as_tensor_add(*n)) {
+  if (std::optional<TensorPair> add = as_tensor_add(*n)) {
     bool first = scores_like(*add->a);
     if (!first && !scores_like(*add->b))
       return "the softmax input " + quoted(*n) + " adds no scaled q @ k^T";

@@ -34,7 +34,7 @@ std::optional<ResidualAdd> residual_add(Node* conv) {
   if (conv->users().size() != 1) return std::nullopt;
   Node* user = conv->users().front();
   Node* other = nullptr;
-  if (std::optional<TensorAdd> add = as_tensor_add(*user))
+  if (std::optional<TensorPair> add = as_tensor_add(*user))
     other = add->a == conv ? add->b : add->a;
   else if (is_in_place_add(*user) && user->args().size() == 2 && user->kwargs().items.empty() &&
            user->args()[0].node() == conv)

@@ -13,11 +13,11 @@ constexpr RecordKey<Arg> kNodes{"nodes"};
 }  // namespace
 
 Node* replace_by_fused_call(PassContext& ctx, const std::vector<Node*>& chain, Arg captured,
-                            Symbol target, std::string_view name, Args args) {
+                            Symbol target, std::string_view name, Args args, Kwargs kwargs) {
   Rewriter& rewriter = ctx.rewriter;
   Node* result = chain.back();
-  Node* fused =
-      rewriter.insert_before(result, NodeKind::CallFunction, target, name, std::move(args));
+  Node* fused = rewriter.insert_before(result, NodeKind::CallFunction, target, name,
+                                       std::move(args), std::move(kwargs));
   rewriter.share_value_info(*result, fused);
   rewriter.replace_all_uses(result, fused);
   for (Node* erased : std::views::reverse(chain)) rewriter.erase(erased);

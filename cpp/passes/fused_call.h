@@ -1,5 +1,5 @@
 // What the passes that turn a chain of nodes into one call share (the oneDNN fusions,
-// FoldPadInConv): the chain becomes the call, and reverse rebuilds the chain.
+// FoldPadInConv, FuseTanhGelu): the chain becomes the call, and reverse rebuilds the chain.
 #pragma once
 
 #include <initializer_list>
@@ -12,10 +12,10 @@
 
 namespace fxopt {
 
-// Places `target(args)` where the chain's last node was, gives it that node's readers and value
+// Places `target(*args, **kwargs)` where the chain's last node was, gives it that node's readers and value
 // facts, erases the chain and records `captured` (capture_nodes of the chain) for reverse.
 Node* replace_by_fused_call(PassContext& ctx, const std::vector<Node*>& chain, Arg captured,
-                            Symbol target, std::string_view name, Args args);
+                            Symbol target, std::string_view name, Args args, Kwargs kwargs = {});
 // A stored tensor of a weighted op as an operand of the call that replaces it: its get_attr
 // operand, or a new read (before `anchor`) of its module's tensor; None if it has none.
 Arg stored_tensor_operand(Rewriter& rewriter, const StoredParams& params, Node* anchor,

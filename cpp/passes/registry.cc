@@ -14,6 +14,7 @@
 #include "passes/fuse_bias_in_linear.h"
 #include "passes/fuse_conv_activation_onednn.h"
 #include "passes/fuse_linear_activation_onednn.h"
+#include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
 #include "passes/quantize_linears_int8.h"
 #include "passes/quantize_linears_weight_only.h"
@@ -95,6 +96,10 @@ const std::vector<PassInfo>& all_passes() {
        "matmul, scale, mask, softmax, (eval) dropout, matmul become one "
        "scaled_dot_product_attention",
        true, make_plain<FuseAttentionToSdpa>},
+      {"FuseTanhGelu",
+       "GELU's tanh approximation written out in elementwise ops (gelu_new) becomes one gelu "
+       "call",
+       true, make_plain<FuseTanhGelu>},
       {"ChangeActivation", "every activation of one kind becomes another (source -> target)", false,
        [](const Dict& o) {
          return std::make_unique<ChangeActivation>(string_option(o, "source"),

@@ -1,5 +1,5 @@
-// Reference kernels for the activation and precision tests: relu, gelu (exact and tanh), silu
-// in every dialect, dtype casts (which keep the values: the reference tensors do not round),
+// Reference kernels for the activation and precision tests: relu, gelu (exact and tanh), silu,
+// tanh and powers in every dialect, dtype casts (which keep the values: the reference tensors do not round),
 // 2-D matrix products, and oneDNN's fused linear as a Linear followed by its activation.
 #include <algorithm>
 #include <cmath>
@@ -101,11 +101,25 @@ void add_activation_kernels(ReferenceInterpreter& interpreter) {
             elementwise(relu)},
            {"GELU", {"torch._C._nn.gelu", "aten.gelu.default"}, {}, gelu_kernel},
            {"SiLU", {"torch.nn.functional.silu", "aten.silu.default"}, {}, elementwise(silu)},
+           {"Tanh", {"torch.tanh", "aten.tanh.default"}, {"tanh"}, elementwise([](double x) {
+              return std::tanh(x);
+            })},
        }) {
     interpreter.add_kernel(NodeKind::CallModule, module + e.module, e.kernel);
     for (const char* f : e.functions) interpreter.add_kernel(NodeKind::CallFunction, f, e.kernel);
     for (const char* m : e.methods) interpreter.add_kernel(NodeKind::CallMethod, m, e.kernel);
   }
+  // x ** c for a number c (operand 1).
+  ReferenceInterpreter::Kernel power = [](ReferenceInterpreter& in, const Node&,
+                                          const std::vector<Value>& args) -> Value {
+    const TensorInfo& x = std::get<TensorInfo>(args.at(0));
+    std::vector<double> v = in.ops().values(x);
+    for (double& e : v) e = std::pow(e, std::get<double>(args.at(1)));
+    return in.ops().make(x.shape, std::move(v), x.dtype);
+  };
+  for (const char* f : {"_operator.pow", "torch.pow", "aten.pow.Tensor_Scalar"})
+    interpreter.add_kernel(NodeKind::CallFunction, f, power);
+  interpreter.add_kernel(NodeKind::CallMethod, "pow", power);
   for (const char* f : {"_operator.matmul", "aten.matmul.default"})
     interpreter.add_kernel(NodeKind::CallFunction, f, matmul);
   interpreter.add_kernel(NodeKind::CallMethod, "matmul", matmul);

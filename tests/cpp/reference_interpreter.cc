@@ -12,13 +12,15 @@ TensorInfo as_tensor(ReferenceTensorOps& ops, const Value& v, const TensorInfo& 
   return ops.full({}, std::get<double>(v), like);
 }
 
-// Binary elementwise kernel over a tensor and a tensor-or-scalar.
+// Binary elementwise kernel over a tensor and a tensor-or-scalar; for the commutative ones
+// (not `invert`) the scalar may come first (`0.5 * x`).
 ReferenceInterpreter::Kernel binary(TensorInfo (ReferenceTensorOps::*op)(const TensorInfo&,
                                                                          const TensorInfo&),
                                     bool invert = false) {
   return [=](ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) -> Value {
-    const TensorInfo& a = std::get<TensorInfo>(args.at(0));
-    Value b = args.at(1);
+    bool swap = !invert && std::holds_alternative<double>(args.at(0));
+    const TensorInfo& a = std::get<TensorInfo>(args.at(swap ? 1 : 0));
+    Value b = args.at(swap ? 0 : 1);
     if (invert && std::holds_alternative<double>(b)) b = 1.0 / std::get<double>(b);
     TensorInfo other = as_tensor(in.ops(), b, a);
     if (invert && std::holds_alternative<TensorInfo>(b)) {  // a / b as a * (1 / b)

@@ -1,10 +1,11 @@
 """A random-graph fuzzer for the built-in passes (tests/python/test_fuzz.py, scripts/fuzz.py).
 
 A case is a seed. From it, :func:`generate` writes the source of a small ``nn.Module`` (one
-statement per op: Linear, Conv2d, ConvTranspose2d, BatchNorm1d/2d with and without affine,
-five spellings of division by a constant, relu/gelu as module, function, method and in-place,
-add, cat, parallel Linears reading one value (some with tied weights), a Linear module called
-at several places, tuple or dict outputs, some models in float64),
+statement per op: Linear, Conv2d (some after an explicit F.pad), ConvTranspose2d, BatchNorm1d/2d
+with and without affine, five spellings of division by a constant, relu/gelu as module,
+function, method and in-place (gelu also written out, as transformers' gelu_new), add, cat,
+parallel Linears reading one value (some with tied weights), a Linear module called at several
+places, tuple or dict outputs, some models in float64),
 then :func:`check` traces it ("symbolic" or "export"), applies each pass alone or a composition
 in random order, ``compose(..., inplace=False)`` or in place (so reverse runs in the core session
 the forward left attached, as a user's in-place composition does), some of them chains of Linear
@@ -50,6 +51,7 @@ from fxopt.optimization import (
     FuseBiasInLinear,
     FuseConvActivationOneDnn,
     FuseLinearActivationOneDnn,
+    FuseTanhGelu,
     GeluToTanhApproximation,
     MergeLinears,
     RecognizeLinears,
@@ -67,6 +69,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseBatchNorm2dInConv2d()": FuseBatchNorm2dInConv2d,
     "FuseBatchNormInConv()": FuseBatchNormInConv,
     "FoldPadInConv()": FoldPadInConv,
+    "FuseTanhGelu()": FuseTanhGelu,
     "FuseBatchNorm1dInLinear()": FuseBatchNorm1dInLinear,
     "RemoveNoOps()": RemoveNoOps,
     "EliminateCommonSubexpressions()": EliminateCommonSubexpressions,
@@ -89,6 +92,9 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "QuantizeLinearsWeightOnly(torch.float32)": lambda: QuantizeLinearsWeightOnly(torch.float32),
     "QuantizeLinearsWeightOnly(bits=4)": lambda: QuantizeLinearsWeightOnly(bits=4),
 }
+
+GELU_WRITTEN_OUT = "{v} = 0.5 * {a} * (1.0 + torch.tanh(0.7978845608028654 * ({a} + 0.044715 * torch.pow({a}, 3.0))))"
+"""transformers' gelu_new, the formula FuseTanhGelu turns into one call."""
 
 PADS = ((None, 1), (None, 1), ("(1, 1, 1, 1)", 0), ("(0, 0, 0, 0)", 1), ("(1, 1, 1, 1), value=0.5", 0))
 """F.pad widths before a Conv2d of kernel 3 and that padding (None: no pad): each keeps the size."""
@@ -239,6 +245,8 @@ def generate(seed: int, dense: bool | None = None) -> Case:
                 case.init.append(f"{m} = torch.nn.{'ReLU' if f == 'relu' else 'GELU'}()")
             if f == "gelu" and "torch.{f}" in spelling:
                 spelling = "{v} = torch.nn.functional.gelu({a})"
+            if f == "gelu" and rng.random() < 0.3:
+                spelling = GELU_WRITTEN_OUT
             case.body.append(spelling.format(v=v, a=a, m=m, f=f))
             width[v] = width[a]
         else:  # add / cat of two values (same width for add, any for cat)

@@ -197,6 +197,7 @@ def _before_fusions(device: torch.device) -> list[str]:
         *CLEANUP,
         "ChangeTrueDivToMulByInverse",
         "FuseAttentionToSdpa",
+        "FuseTanhGelu",
         "FuseBatchNormInConv",
         "FuseBatchNorm1dInLinear",
         "FoldPadInConv",
@@ -302,7 +303,8 @@ PRESETS: dict[str, Preset] = {
     # not in any preset but all-preserving.
     "default": Preset(
         "default",
-        "graph cleanup, attention to SDPA, batch-norm and pad folding, channels-last convolutions and "
+        "graph cleanup, attention to SDPA, one-call GELU, batch-norm and pad folding, channels-last "
+        "convolutions and "
         "oneDNN Linears: preserves float32 results, never measured slower than eager",
         _default,
     ),
