@@ -11,7 +11,7 @@
 //
 // Why: transformers' "gelu_new" (GPT-2, GPT-J, CodeGen; `NewGELUActivation`) computes GELU this
 // way, eight passes over the MLP's widest activation: on a Zen 4 core ([1, 128, 3072], float32)
-// they took 2.3 ms where one gelu call took 0.65 ms (bfloat16: 1.2 against 0.76 ms). One call is
+// they took 2.2 ms where one gelu call took 0.76 ms (bfloat16: 1.2 against 0.76 ms). One call is
 // also an activation FuseLinearActivationOneDnn can run inside a Linear right before it (GPT-2
 // has a view in between: not fused yet).
 // Matched in every dialect the arithmetic op views know (ops/arithmetic.h): either operand order
