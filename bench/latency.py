@@ -752,7 +752,7 @@ def preparation_section(rows: list[Row]) -> list[str]:
             (cells[v].prepare_s for v in ("compile", "compile-freezing") if v in cells and not cells[v].error),
             None,
         )
-        for variant in ("fxopt-default", "fxopt-fast", "compile-fxopt", "compile-fxopt-inductor"):
+        for variant in ("fxopt-default", "fxopt-fast", "fxopt-fast-export", "compile-fxopt", "compile-fxopt-inductor"):
             p = cells.get(variant)
             if p is None or p.error or p.prepare_s is None:
                 continue
