@@ -6,11 +6,14 @@
 
 #include "ops/activation.h"
 #include "ops/arithmetic.h"
+#include "ops/spelling.h"
 #include "passes/fused_call.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
 namespace {
+
+constexpr const char* kNotInner = "its input is not sqrt(2 / pi) * (x + 0.044715 * x ** 3)";
 
 bool near(double value, double expected) {
   return std::abs(value - expected) <= 1e-6 * std::abs(expected);
@@ -39,7 +42,7 @@ std::optional<Match> match(const Program& program, Node* tanh, std::string* why_
   std::optional<Scale> outer = as_scale(*s);
   std::optional<TensorPair> sum = outer ? as_tensor_add(*outer->input) : std::nullopt;
   if (!outer || !near(outer->factor, std::sqrt(2.0 / std::numbers::pi)) || !sum) {
-    *why_not = "its input is not sqrt(2 / pi) * (x + 0.044715 * x ** 3)";
+    *why_not = kNotInner;
     return std::nullopt;
   }
   Node* q = outer->input;
@@ -54,7 +57,7 @@ std::optional<Match> match(const Program& program, Node* tanh, std::string* why_
     }
   }
   if (!x) {
-    *why_not = "its input is not sqrt(2 / pi) * (x + 0.044715 * x ** 3)";
+    *why_not = kNotInner;
     return std::nullopt;
   }
   // Around it: (0.5 * x) * (1.0 + tanh).
@@ -72,11 +75,17 @@ std::optional<Match> match(const Program& program, Node* tanh, std::string* why_
     return std::nullopt;
   }
   std::vector<Node*> nodes = {h, cube, r, q, s, tanh, p, y};
-  for (Node* n : nodes)
+  for (Node* n : nodes) {
     if (n != y && only_reader(*n) == nullptr) {
       *why_not = "a value inside it has other readers";
       return std::nullopt;
     }
+    // x.mul_(0.5) would write x, which the formula's other terms read.
+    if (is_method(*n, {"mul_", "div_"})) {
+      *why_not = "a step of it writes its input in place";
+      return std::nullopt;
+    }
+  }
   std::ranges::sort(nodes, [&](Node* a, Node* b) { return program.graph.before(a, b); });
   return Match{x, std::move(nodes)};
 }

@@ -79,5 +79,22 @@ TEST_F(FuseTanhGeluTest, AnotherFormulaOrASharedValueStays) {
   EXPECT_EQ(structure(), graph_before);
 }
 
+// x.mul_(0.5) writes x before the other terms read it: not the formula on x's value.
+TEST_F(FuseTanhGeluTest, AnInPlaceStepStays) {
+  Node* x = b.input("x");
+  Node* gelu = written_out(x, /*aten=*/false, "g_");
+  Node* half = gelu->args()[0].node();
+  program.graph.set_target(half, NodeKind::CallMethod, Symbol::intern("mul_"));
+  program.graph.set_inputs(half, {x, 0.5}, {});
+  b.output(gelu);
+  auto graph_before = structure();
+
+  PassResult forward = apply();
+  EXPECT_TRUE(forward.changed.empty());
+  ASSERT_EQ(forward.skipped.size(), 1u);
+  EXPECT_EQ(forward.skipped[0].reason, "a step of it writes its input in place");
+  EXPECT_EQ(structure(), graph_before);
+}
+
 }  // namespace
 }  // namespace fxopt
