@@ -38,13 +38,14 @@ void bind_kernels(nb::module_& m) {
       [](uintptr_t x, int64_t rows, int64_t k, uintptr_t packed, uintptr_t params, int64_t group,
          int64_t n, uintptr_t y, int threads) {
         int4_weight_mm(at<const float>(x), rows, k, at<const uint8_t>(packed),
-                       at<const float>(params), group, n, at<float>(y), threads);
+                       at<const uint16_t>(params), group, n, at<float>(y), threads);
       },
       nb::arg("x"), nb::arg("rows"), nb::arg("k"), nb::arg("packed"), nb::arg("params"),
       nb::arg("group"), nb::arg("n"), nb::arg("y"), nb::arg("threads"),
       nb::call_guard<nb::gil_scoped_release>(),
-      "y[rows, n] = x[rows, k] (float32) times 4-bit rows packed[n, k / 2] with a scale and "
-      "minimum per group of columns, params[n, 2, k / group] (kernels/int4_weight_mm.h); "
+      "y[rows, n] = x[rows, k] (float32, rounded to int8 per row) times 4-bit rows packed[n, k / "
+      "2] with a scale and "
+      "minimum per group of columns, params[n, 2, k / group] float16 (kernels/int4_weight_mm.h); "
       "arguments are data addresses of contiguous arrays.");
   m.def(
       "int4_pack_rows",

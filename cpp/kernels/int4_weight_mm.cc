@@ -2,15 +2,19 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu_dispatch.h"
+#include "kernels/float16.h"
 #include "kernels/row_split.h"
 
 namespace fxopt {
 namespace {
 
-constexpr int64_t kRun = 32;  // columns per 16 packed bytes
+constexpr int64_t kRun = 32;     // columns per 16 packed bytes
+constexpr int64_t kBlock = 128;  // columns per 64 packed bytes: one cache line of a row
 
 // Column c of a packed row (the layout in the header).
 int nibble(const uint8_t* row, int64_t c) {
@@ -18,114 +22,210 @@ int nibble(const uint8_t* row, int64_t c) {
   return c % kRun < 16 ? byte & 15 : byte >> 4;
 }
 
-// xsum[r][g]: each row of x summed over each group.
-std::vector<float> group_sums(const float* x, int64_t rows, int64_t k, int64_t group) {
-  int64_t groups = k / group;
-  std::vector<float> sums(size_t(rows * groups), 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < k; ++i) sums[r * groups + i / group] += x[r * k + i];
-  return sums;
+// Where the 16 columns c .. c+15 (c a multiple of 16) of an activation row sit in a row of
+// Activations::values: in each block of 128 columns, first the four runs' low-nibble columns
+// (c .. c+15 of each run), then their high-nibble ones, so that one 64-byte load of packed
+// weights, split into its low and high nibbles, lines up with two 64-byte loads of activations.
+int64_t permuted(int64_t c) {
+  int64_t in_block = c % kBlock, run = in_block / kRun, high = in_block % kRun / 16;
+  return c - in_block + 64 * high + 16 * run;
+}
+
+// Each row of x rounded to int8 with its own scale, in the kernel's column order (zero past k,
+// up to a whole block), and its sums over each group of columns.
+struct Activations {
+  int64_t padded;              // k rounded up to a whole block
+  std::vector<int8_t> values;  // [rows, padded]
+  std::vector<float> scales;   // [rows]: x ~ values * scale
+  std::vector<float> sums;     // [rows, k / group]: of x itself, for the minimums' term
+};
+
+// One row: its scale returned, its rounded values and group sums written.
+float quantize_row(const float* x, int64_t k, int64_t group, int8_t* values, float* sums) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < k; ++i) largest = std::max(largest, std::fabs(x[i]));
+  float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+  for (int64_t c = 0; c < k; c += 16)
+    for (int64_t t = 0; t < 16; ++t) {
+      values[permuted(c) + t] = int8_t(std::nearbyint(x[c + t] * inverse));
+      sums[(c + t) / group] += x[c + t];
+    }
+  return largest / 127.0f;
 }
 
 struct Problem {
-  const float* x;
+  const Activations& a;
   int64_t rows, k;
   const uint8_t* packed;
-  const float* params;
+  const uint16_t* params;  // float16
   int64_t group, n;
   float* y;
-  const float* xsum;
 };
+
+// The minimums times the activations' group sums: row j's float32 term, exact in x.
+float minimum_term(const Problem& p, int64_t r, int64_t j) {
+  int64_t groups = p.k / p.group;
+  const uint16_t* minimum = p.params + (j * 2 + 1) * groups;
+  const float* sums = p.a.sums.data() + r * groups;
+  float sum = 0.0f;
+  for (int64_t g = 0; g < groups; ++g) sum += half_to_float(minimum[g]) * sums[g];
+  return sum;
+}
 
 void portable(const Problem& p, int64_t j_begin, int64_t j_end) {
   int64_t groups = p.k / p.group;
-  for (int64_t r = 0; r < p.rows; ++r)
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int8_t* xq = p.a.values.data() + r * p.a.padded;
     for (int64_t j = j_begin; j < j_end; ++j) {
       const uint8_t* row = p.packed + j * (p.k / 2);
-      const float* scale = p.params + j * 2 * groups;
+      const uint16_t* scale = p.params + j * 2 * groups;
       float sum = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
-        float part = 0.0f;
+        int32_t part = 0;
         for (int64_t i = g * p.group; i < (g + 1) * p.group; ++i)
-          part += p.x[r * p.k + i] * float(nibble(row, i));
-        sum += scale[g] * part + scale[groups + g] * p.xsum[r * groups + g];
+          part += int32_t(nibble(row, i)) * xq[permuted(i - i % 16) + i % 16];
+        sum += half_to_float(scale[g]) * float(part);
       }
-      p.y[r * p.n + j] = sum;
-    }
-}
-
-#ifdef FXOPT_AVX512
-// Output channels j0 .. j0+B-1 for every row of x (as int8_weight_mm.cc's block_avx512: the B
-// packed rows stay in L1 while the activation rows pass; the next block is prefetched into
-// L1: int8's farther prefetch into L2 measured 0-9% slower here, as this kernel spends more
-// instructions per byte than int8's and streams half the bytes). Per 32
-// columns a row takes one widening of 16 bytes, a mask and a shift (the two nibbles), two
-// conversions and two FMAs; the group's scale multiplies its partial sum once.
-template <int B>
-FXOPT_AVX512 void block_avx512(const Problem& p, int64_t j0, int64_t j_end) {
-  const int64_t groups = p.k / p.group, row_bytes = p.k / 2;
-  const uint8_t* next = j0 + 2 * B <= j_end ? p.packed + (j0 + B) * row_bytes : nullptr;
-  const __m512i low_nibble = _mm512_set1_epi32(15);
-  for (int64_t r = 0; r < p.rows; ++r) {
-    const float* xr = p.x + r * p.k;
-    const float* xsum = p.xsum + r * groups;
-    __m512 acc[B];
-    for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      __m512 part[B];
-      for (int b = 0; b < B; ++b) part[b] = _mm512_setzero_ps();
-      for (int64_t i = g * p.group; i < (g + 1) * p.group; i += kRun) {
-        if (next && r == 0 && i % 128 == 0)  // one prefetch per 64-byte line, first pass
-          for (int b = 0; b < B; ++b)
-            _mm_prefetch(reinterpret_cast<const char*>(next + b * row_bytes + i / 2), _MM_HINT_T0);
-        __m512 x_low = _mm512_loadu_ps(xr + i), x_high = _mm512_loadu_ps(xr + i + 16);
-        for (int b = 0; b < B; ++b) {
-          const uint8_t* at = p.packed + (j0 + b) * row_bytes + i / 2;
-          __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
-          __m512 low = _mm512_cvtepi32_ps(_mm512_and_si512(q, low_nibble));
-          __m512 high = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
-          part[b] = _mm512_fmadd_ps(low, x_low, part[b]);
-          part[b] = _mm512_fmadd_ps(high, x_high, part[b]);
-        }
-      }
-      for (int b = 0; b < B; ++b) {
-        const float* scale = p.params + (j0 + b) * 2 * groups;
-        acc[b] = _mm512_fmadd_ps(part[b], _mm512_set1_ps(scale[g]), acc[b]);
-      }
-    }
-    // The minimums times the group sums: a dot product over the groups, 16 at a time.
-    for (int b = 0; b < B; ++b) {
-      const float* minimum = p.params + (j0 + b) * 2 * groups + groups;
-      for (int64_t g = 0; g < groups; g += 16) {
-        __mmask16 present =
-            groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
-        acc[b] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(present, minimum + g),
-                                 _mm512_maskz_loadu_ps(present, xsum + g), acc[b]);
-      }
-      p.y[r * p.n + j0 + b] = _mm512_reduce_add_ps(acc[b]);
+      p.y[r * p.n + j] = p.a.scales[r] * sum + minimum_term(p, r, j);
     }
   }
 }
 
-FXOPT_AVX512 void avx512(const Problem& p, int64_t j_begin, int64_t j_end) {
-  constexpr int kBlock = 4;
+#ifdef FXOPT_AVX512
+// Distance, in blocks of output channels, of the prefetch into L2: as int8_weight_mm.cc, whose
+// measurements chose it; this kernel spends about as few instructions per byte as int8's.
+constexpr int64_t kPrefetchAhead = 4;
+
+// The scale of each 32-column run of the block at column c, each spread over the 4 lanes that
+// run's products land in. Groups of 32 (the decode-int4 preset's): four consecutive scales.
+template <bool kGroupOf32>
+FXOPT_AVX512_VNNI __m512 run_scales(const uint16_t* scale, int64_t c, int64_t k, int64_t group) {
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  int64_t runs = std::min<int64_t>(4, (k - c) / kRun);
+  __mmask32 present = __mmask32((1u << runs) - 1);
+  __m512i halves;
+  if constexpr (kGroupOf32) {
+    halves = _mm512_maskz_loadu_epi16(present, scale + c / kRun);
+  } else {
+    uint16_t four[4] = {};
+    for (int64_t m = 0; m < runs; ++m) four[m] = scale[(c + m * kRun) / group];
+    halves = _mm512_maskz_loadu_epi16(present, four);
+  }
+  return _mm512_permutexvar_ps(spread, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
+}
+
+// quantize_row's vector form: the same products and rounding (to nearest even, as nearbyint
+// under the default rounding mode), 16 columns at a time; the group sums add in another order.
+FXOPT_AVX512_VNNI float quantize_row_avx512(const float* x, int64_t k, int64_t group,
+                                            int8_t* values, float* sums) {
+  __m512 largest = _mm512_setzero_ps();
+  for (int64_t c = 0; c < k; c += 16)
+    largest = _mm512_max_ps(largest, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+  float top = _mm512_reduce_max_ps(largest);
+  const __m512 inverse = _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+  for (int64_t g = 0; g < k / group; ++g) {
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t c = g * group; c < (g + 1) * group; c += 16) {
+      __m512 v = _mm512_loadu_ps(x + c);
+      sum = _mm512_add_ps(sum, v);
+      __m512i rounded = _mm512_cvtps_epi32(_mm512_mul_ps(v, inverse));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(values + permuted(c)),
+                       _mm512_cvtsepi32_epi8(rounded));
+    }
+    sums[g] = _mm512_reduce_add_ps(sum);
+  }
+  return top / 127.0f;
+}
+
+// minimum_term 16 groups at a time.
+FXOPT_AVX512_VNNI float minimum_term_avx512(const Problem& p, int64_t r, int64_t j) {
+  int64_t groups = p.k / p.group;
+  const uint16_t* minimum = p.params + (j * 2 + 1) * groups;
+  const float* sums = p.a.sums.data() + r * groups;
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; g += 16) {
+    int64_t count = std::min<int64_t>(16, groups - g);
+    __m512i halves = _mm512_maskz_loadu_epi16(__mmask32((1u << count) - 1), minimum + g);
+    sum = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(halves)),
+                          _mm512_maskz_loadu_ps(__mmask16((1u << count) - 1), sums + g), sum);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// Output channels j0 .. j0+B-1 for every row of x. Per block of 128 columns a channel takes one
+// 64-byte load, its low and high nibbles as unsigned bytes, two VNNI dot products with the int8
+// activations (4 products summed per int32 lane; lane l holds run l / 4, whose scale it then
+// takes in one conversion and one FMA). A later block's rows are prefetched into L2 on the
+// first row's pass, as int8_weight_mm does.
+template <int B, bool kGroupOf32>
+FXOPT_AVX512_VNNI void block_avx512(const Problem& p, int64_t j0, int64_t j_end) {
+  const int64_t groups = p.k / p.group, row_bytes = p.k / 2;
+  const uint8_t* next = j0 + (kPrefetchAhead + 1) * B <= j_end
+                            ? p.packed + (j0 + kPrefetchAhead * B) * row_bytes
+                            : nullptr;
+  const __m512i low_nibble = _mm512_set1_epi8(15);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int8_t* xq = p.a.values.data() + r * p.a.padded;
+    __m512 acc[B];
+    for (int b = 0; b < B; ++b) acc[b] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < p.k; c += kBlock) {
+      __mmask64 present = p.k - c >= kBlock ? ~__mmask64(0) : (__mmask64(1) << (p.k - c) / 2) - 1;
+      __m512i x_low = _mm512_loadu_si512(xq + c), x_high = _mm512_loadu_si512(xq + c + 64);
+      for (int b = 0; b < B; ++b) {
+        const uint8_t* row = p.packed + (j0 + b) * row_bytes;
+        if (next && r == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(next + b * row_bytes + c / 2), _MM_HINT_T1);
+        __m512i q = _mm512_maskz_loadu_epi8(present, row + c / 2);
+        __m512i low = _mm512_and_si512(q, low_nibble);
+        __m512i high = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_nibble);
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low);
+        dot = _mm512_dpbusd_epi32(dot, high, x_high);
+        const uint16_t* scale = p.params + (j0 + b) * 2 * groups;
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                 run_scales<kGroupOf32>(scale, c, p.k, p.group), acc[b]);
+      }
+    }
+    for (int b = 0; b < B; ++b)
+      p.y[r * p.n + j0 + b] =
+          p.a.scales[r] * _mm512_reduce_add_ps(acc[b]) + minimum_term_avx512(p, r, j0 + b);
+  }
+}
+
+template <bool kGroupOf32>
+FXOPT_AVX512_VNNI void avx512(const Problem& p, int64_t j_begin, int64_t j_end) {
+  constexpr int kChannels = 4;
   int64_t j = j_begin;
-  for (; j + kBlock <= j_end; j += kBlock) block_avx512<kBlock>(p, j, j_end);
-  for (; j < j_end; ++j) block_avx512<1>(p, j, j_end);
+  for (; j + kChannels <= j_end; j += kChannels) block_avx512<kChannels, kGroupOf32>(p, j, j_end);
+  for (; j < j_end; ++j) block_avx512<1, kGroupOf32>(p, j, j_end);
 }
 #endif
+
+Activations quantize_activations(const float* x, int64_t rows, int64_t k, int64_t group) {
+  int64_t padded = (k + kBlock - 1) / kBlock * kBlock, groups = k / group;
+  Activations a{padded, std::vector<int8_t>(size_t(rows * padded), 0), std::vector<float>(rows),
+                std::vector<float>(size_t(rows * groups), 0.0f)};
+  auto quantize = quantize_row;
+#ifdef FXOPT_AVX512
+  if (has_avx512_vnni()) quantize = quantize_row_avx512;
+#endif
+  for (int64_t r = 0; r < rows; ++r)
+    a.scales[r] =
+        quantize(x + r * k, k, group, a.values.data() + r * padded, a.sums.data() + r * groups);
+  return a;
+}
 
 }  // namespace
 
 void int4_weight_mm(const float* x, int64_t rows, int64_t k, const uint8_t* packed,
-                    const float* params, int64_t group, int64_t n, float* y, int threads) {
-  std::vector<float> xsum = group_sums(x, rows, k, group);
-  Problem problem{x, rows, k, packed, params, group, n, y, xsum.data()};
+                    const uint16_t* params, int64_t group, int64_t n, float* y, int threads) {
+  Activations activations = quantize_activations(x, rows, k, group);
+  Problem problem{activations, rows, k, packed, params, group, n, y};
   // Bytes per output channel: its packed values, scales and minimums.
-  int64_t row_bytes = k / 2 + 8 * (k / group);
+  int64_t row_bytes = k / 2 + 4 * (k / group);
   split_rows(n, row_bytes, threads, 4, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
-    if (has_avx512()) return avx512(problem, begin, end);
+    if (has_avx512_vnni())
+      return group == kRun ? avx512<true>(problem, begin, end) : avx512<false>(problem, begin, end);
 #endif
     portable(problem, begin, end);
   });

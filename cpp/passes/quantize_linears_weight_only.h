@@ -36,13 +36,11 @@
 // Per 4-bit Linear likewise: "float32", "int4_weight_only" (ATen's, above) or "fxopt_int4":
 // fxopt's own (kernels/int4_weight_mm.h) as
 // fxopt.runtime.int4_weight_linear.int4_weight_linear(%x, %w_int4, %w_scale_min), float32
-// activations of any rank, the weight packed two values per byte in the kernel's layout and a
-// float32 scale and minimum per group ([N, 2, K / group]; TensorOps::quantize_groups_int4 with
+// activations of any rank (the kernel rounds each row to int8 and multiplies with AVX-512
+// VNNI), the weight packed two values per byte in the kernel's layout and a float16 scale and
+// minimum per group ([N, 2, K / group]; TensorOps::quantize_groups_int4 with
 // Int4Layout::kFxopt). The static fallback is ATen's; each kernel is offered only where it can
-// take the Linear. Measured at one token on that Xeon (bench/results/decode_kernels_t1.md), with
-// the weights in its 480 MB last-level cache, fxopt's int4 kernel is slower than its int8 one:
-// widening 4 bits costs as many instructions per weight as 8, and there instructions, not
-// bytes, bound both.
+// take the Linear (fxopt's where the CPU has VNNI).
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
 // torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,

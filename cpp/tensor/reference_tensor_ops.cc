@@ -1,5 +1,7 @@
 #include "tensor/reference_tensor_ops.h"
 
+#include "kernels/float16.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -204,25 +206,33 @@ QuantizedGroups ReferenceTensorOps::quantize_groups_int4(const TensorInfo& a, in
   const std::vector<double>& v = values(a);
   int64_t rows = a.shape[0], cols = a.shape[1], groups = cols / group_size;
   std::vector<double> quantized(v.size()), scales_and_zeros(groups * rows * 2);
+  // fxopt's kernel stores float16 parameters: q is computed from the rounded ones, so each
+  // value is the nearest the stored parameters can give.
+  auto stored = [&](double value) {
+    return layout == Int4Layout::kAten ? value : double(half_to_float(float_to_half(float(value))));
+  };
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < groups; ++g) {
       auto first = v.begin() + r * cols + g * group_size;
-      auto [low, high] = std::minmax_element(first, first + group_size);
-      double scale = std::max((*high - *low) / 15, 1e-6);
+      auto [lowest, highest] = std::minmax_element(first, first + group_size);
+      double low = stored(*lowest);
+      double scale = stored(std::max((*highest - *lowest) / 15, 1e-6));
       for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
         quantized[r * cols + c] =
-            std::clamp(std::nearbyint((v[r * cols + c] - *low) / scale), 0.0, 15.0);
+            std::clamp(std::nearbyint((v[r * cols + c] - low) / scale), 0.0, 15.0);
       if (layout == Int4Layout::kAten) {
         scales_and_zeros[(g * rows + r) * 2] = scale;
-        scales_and_zeros[(g * rows + r) * 2 + 1] = *low + 8 * scale;
+        scales_and_zeros[(g * rows + r) * 2 + 1] = low + 8 * scale;
       } else {
         scales_and_zeros[(r * 2) * groups + g] = scale;
-        scales_and_zeros[(r * 2 + 1) * groups + g] = *low;
+        scales_and_zeros[(r * 2 + 1) * groups + g] = low;
       }
     }
   std::vector<int64_t> shape = layout == Int4Layout::kAten ? std::vector<int64_t>{groups, rows, 2}
                                                            : std::vector<int64_t>{rows, 2, groups};
-  return {make(a.shape, std::move(quantized), "int32"), make(shape, std::move(scales_and_zeros))};
+  return {make(a.shape, std::move(quantized), "int32"),
+          make(shape, std::move(scales_and_zeros),
+               layout == Int4Layout::kAten ? "float32" : "float16")};
 }
 
 }  // namespace fxopt

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/float16.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
 #include "norm_fixtures.h"
@@ -247,42 +251,121 @@ TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsInt4KernelTakesFloat32AndReversesExa
   EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
 }
 
-// The plain definition of the int4 kernel: x times q * scale + min per group, column c of row j
-// being q[j][c].
+// The plain definition of the int4 kernel: each row of x rounded to int8 with its own scale
+// (max|x| / 127) times q * scale per group, plus the minimums times the group sums of x itself;
+// column c of row j being q[j][c].
 std::vector<double> int4_by_definition(const std::vector<float>& x, int64_t rows, int64_t k,
-                                       const std::vector<uint8_t>& q, const std::vector<float>& p,
-                                       int64_t group, int64_t n) {
+                                       const std::vector<uint8_t>& q,
+                                       const std::vector<uint16_t>& halves, int64_t group,
+                                       int64_t n) {
+  std::vector<double> p(halves.size());
+  std::transform(halves.begin(), halves.end(), p.begin(), half_to_float);
   int64_t groups = k / group;
   std::vector<double> y(size_t(rows * n), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows; ++r) {
+    float largest = 0.0f;
+    for (int64_t i = 0; i < k; ++i) largest = std::max(largest, std::fabs(x[r * k + i]));
+    double step = largest / 127.0;
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < k; ++i)
-        y[r * n + j] += double(x[r * k + i]) * (q[j * k + i] * p[(j * 2) * groups + i / group] +
-                                                p[(j * 2 + 1) * groups + i / group]);
+      for (int64_t i = 0; i < k; ++i) {
+        double rounded =
+            largest > 0.0f ? step * std::nearbyint(x[r * k + i] * (127.0f / largest)) : 0.0;
+        y[r * n + j] += rounded * q[j * k + i] * p[(j * 2) * groups + i / group] +
+                        double(x[r * k + i]) * p[(j * 2 + 1) * groups + i / group];
+      }
+  }
   return y;
 }
+
+// x [rows, k], q and params of n channels with values that vary along every dimension.
+struct Int4Case {
+  int64_t rows, k, group, n;
+  std::vector<float> x;
+  std::vector<uint16_t> params;  // float16
+  std::vector<uint8_t> q, packed;
+
+  Int4Case(int64_t rows_, int64_t k_, int64_t group_, int64_t n_)
+      : rows(rows_),
+        k(k_),
+        group(group_),
+        n(n_),
+        x(rows * k),
+        params(n * 2 * (k / group)),
+        q(n * k),
+        packed(n * k / 2) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
+    for (size_t i = 0; i < q.size(); ++i) q[i] = uint8_t(i * 7 % 16);
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i] = float_to_half(0.01f * float(int(i % 11) - 5));
+    int4_pack_rows(q.data(), n, k, packed.data());
+  }
+
+  std::vector<float> run(int threads) const {
+    std::vector<float> y(rows * n);
+    int4_weight_mm(x.data(), rows, k, packed.data(), params.data(), group, n, y.data(), threads);
+    return y;
+  }
+
+  void expect_definition(const std::vector<float>& y) const {
+    std::vector<double> expected = int4_by_definition(x, rows, k, q, params, group, n);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << "at " << i;
+  }
+};
 
 TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
   // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 40003: blocks of 4 and a tail of
   // 3, enough weight bytes (3.2 MB of int4, 5.1 MB of int8) that two threads share the parts.
-  const int64_t rows = 3, k = 128, group = 64, n = 40003, groups = k / group;
-  std::vector<float> x(rows * k), params(n * 2 * groups), y(rows * n), y2(rows * n);
-  std::vector<uint8_t> q(n * k), packed(n * k / 2);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
-  for (size_t i = 0; i < q.size(); ++i) q[i] = uint8_t(i * 7 % 16);
-  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * float(int(i % 11) - 5);
-  int4_pack_rows(q.data(), n, k, packed.data());
-  int4_weight_mm(x.data(), rows, k, packed.data(), params.data(), group, n, y.data(), 1);
-  std::vector<double> expected = int4_by_definition(x, rows, k, q, params, group, n);
-  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << "at " << i;
+  Int4Case c(3, 128, 64, 40003);
+  std::vector<float> y = c.run(1);
+  c.expect_definition(y);
   // Split over threads: each channel computed by one thread, in the same order.
-  int4_weight_mm(x.data(), rows, k, packed.data(), params.data(), group, n, y2.data(), 2);
-  EXPECT_EQ(y, y2);
-  std::vector<int8_t> w(n * k, 3);
-  std::vector<float> scale(n, 0.5f);
-  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y.data(), 1);
-  int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y2.data(), 2);
-  EXPECT_EQ(y, y2);
+  EXPECT_EQ(y, c.run(2));
+  std::vector<int8_t> w(c.n * c.k, 3);
+  std::vector<float> scale(c.n, 0.5f), y8(c.rows * c.n), y8_split(c.rows * c.n);
+  int8_weight_mm(c.x.data(), c.rows, c.k, w.data(), scale.data(), c.n, y8.data(), 1);
+  int8_weight_mm(c.x.data(), c.rows, c.k, w.data(), scale.data(), c.n, y8_split.data(), 2);
+  EXPECT_EQ(y8, y8_split);
+}
+
+TEST(Int4WeightMm, MatchesItsDefinitionForEveryGroupAndPartialBlock) {
+  // Groups of 32 (four scales per 128 columns in one load) and of 96 and 160 (one per run);
+  // k past the last whole 128 columns by 32, 64 and 96; one or two activation rows.
+  for (auto [k, group] : std::vector<std::pair<int64_t, int64_t>>{
+           {128, 32}, {160, 32}, {192, 32}, {224, 32}, {768, 32}, {96, 96}, {480, 160}}) {
+    SCOPED_TRACE("k " + std::to_string(k) + ", group " + std::to_string(group));
+    for (int64_t rows : {1, 2}) {
+      Int4Case c(rows, k, group, 9);
+      c.expect_definition(c.run(1));
+    }
+  }
+}
+
+TEST(Int4WeightMm, AZeroActivationRowGivesZero) {
+  Int4Case c(2, 256, 32, 8);
+  std::fill(c.x.begin(), c.x.begin() + c.k, 0.0f);
+  std::vector<float> y = c.run(1);
+  for (int64_t j = 0; j < c.n; ++j) EXPECT_EQ(y[j], 0.0f) << "channel " << j;
+  c.expect_definition(y);
+}
+
+TEST(Float16, RoundsToNearestEvenAndRoundTripsEveryHalf) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(0.1f), 0x2e66);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);               // the largest half
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);               // halfway past it: infinity
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);     // a tie, to the even mantissa
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);     // a tie, up to the even one
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // half of it: a tie, to zero
+  EXPECT_EQ(float_to_half(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -30)), 0x0000);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    if (!nan) ASSERT_EQ(float_to_half(half_to_float(uint16_t(h))), h) << "half " << h;
+  }
+  EXPECT_EQ(half_to_float(0x3555), 0.333251953125f);
+  EXPECT_EQ(half_to_float(0x8001), -std::ldexp(1.0f, -24));
 }
 
 }  // namespace

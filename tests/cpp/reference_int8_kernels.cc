@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/float16.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
 #include "reference_interpreter.h"
@@ -109,7 +110,10 @@ Value own_int4_weight_linear(ReferenceInterpreter& in, const Node&,
   int64_t k = a.shape.back(), n = b.shape.at(0), groups = p.shape.at(2), m = 1;
   for (size_t d = 0; d + 1 < a.shape.size(); ++d) m *= a.shape[d];
   const auto &av = in.ops().values(a), &bv = in.ops().values(b), &pv = in.ops().values(p);
-  std::vector<float> x(av.begin(), av.end()), params(pv.begin(), pv.end()), y(size_t(m * n));
+  std::vector<float> x(av.begin(), av.end()), y(size_t(m * n));
+  std::vector<uint16_t> params(pv.size());
+  std::transform(pv.begin(), pv.end(), params.begin(),
+                 [](double v) { return float_to_half(float(v)); });
   std::vector<uint8_t> q(bv.begin(), bv.end()), packed(size_t(n * k / 2));
   int4_pack_rows(q.data(), n, k, packed.data());
   int4_weight_mm(x.data(), m, k, packed.data(), params.data(), k / groups, n, y.data());

@@ -77,8 +77,10 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
 @pytest.mark.parametrize("mode", ["symbolic", "export"])
 def test_fxopts_int4_kernel_matches_the_dequantized_weight_and_reverses_exactly(mode: str, tmp_path) -> None:
     """fxopt's int4 candidate, pinned: its output is the Linear of the dequantized weight
-    (q * scale + min per group) to float32 rounding, at every rank and thread count; saved and
-    loaded like any graph; reverse gives the float graph and its outputs back bit-exact."""
+    (q * scale + min per group, float16 parameters) and of each row of x rounded to int8 (the
+    kernel's definition, kernels/int4_weight_mm.h) to float32 rounding, at every rank and thread
+    count; saved and loaded like any graph; reverse gives the float graph and its outputs back
+    bit-exact."""
     torch.manual_seed(0)
     model, x = Mlp().eval(), torch.randn(1, 3, 64)
     gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
@@ -91,17 +93,26 @@ def test_fxopts_int4_kernel_matches_the_dequantized_weight_and_reverses_exactly(
     assert fxopt.verify(model, own, (x,)).min_cosine >= 0.99
     from fxopt.engine.tensor_ops import TorchTensorOps
 
-    def dequantized(weight: torch.Tensor) -> torch.Tensor:
+    def by_definition(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         n, k = weight.shape
         groups = weight.reshape(n, k // 32, 32)
         low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
-        scale = ((high - low) / 15).clamp_min(1e-6)
-        return (torch.round((groups - low) / scale).clamp(0, 15) * scale + low).reshape(n, k)
+        scale = ((high - low) / 15).clamp_min(1e-6).half().float()
+        low = low.half().float()
+        q = torch.round((groups - low) / scale).clamp(0, 15)
+        rows = x.reshape(-1, k)
+        largest = rows.abs().amax(-1, keepdim=True)
+        rounded = torch.round(rows * (127 / largest)).double() * (largest.double() / 127)
+        scaled = (q * scale).reshape(n, k).double()
+        minimums = low.expand(n, k // 32, 32).reshape(n, k).double()
+        y = rounded @ scaled.t() + rows.double() @ minimums.t()
+        return y.float().reshape(*x.shape[:-1], n)
 
     packed, params = TorchTensorOps().quantize_groups_int4(model.up.weight, 32, "fxopt")
+    assert params.dtype == torch.float16
     from fxopt.runtime.int4_weight_linear import int4_weight_linear
 
-    expected = torch.nn.functional.linear(x, dequantized(model.up.weight))
+    expected = by_definition(x, model.up.weight)
     threads = torch.get_num_threads()
     try:
         for count in (1, 2):
@@ -142,13 +153,13 @@ def test_fxopts_kernels_split_rows_over_threads_with_the_same_results() -> None:
 def test_fxopts_int4_kernel_refuses_what_it_cannot_read() -> None:
     from fxopt.runtime.int4_weight_linear import int4_weight_linear
 
-    packed, params = torch.zeros(4, 32, dtype=torch.uint8), torch.zeros(4, 2, 2)
+    packed, params = torch.zeros(4, 32, dtype=torch.uint8), torch.zeros(4, 2, 2, dtype=torch.float16)
     with pytest.raises(ValueError):
         int4_weight_linear(torch.ones(2, 63), packed, params)  # k differs
     with pytest.raises(TypeError):
-        int4_weight_linear(torch.ones(2, 64), packed, params.double())
+        int4_weight_linear(torch.ones(2, 64), packed, params.float())  # float16 parameters only
     with pytest.raises(ValueError):
-        int4_weight_linear(torch.ones(2, 64), packed, torch.zeros(4, 2, 3))  # groups of 64 / 3
+        int4_weight_linear(torch.ones(2, 64), packed, torch.zeros(4, 2, 3, dtype=torch.float16))  # groups of 64 / 3
     with pytest.raises(TypeError):
         int4_weight_linear(torch.ones(2, 64, dtype=torch.bfloat16), packed, params)
 

@@ -86,19 +86,23 @@ class TorchTensorOps:
         self, a: torch.Tensor, group_size: int, kernel: str = "aten"
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """4-bit values packed for `kernel`, "aten" (aten._weight_int4pack_mm_for_cpu: its
-        [K / group, N, 2] scales and zeros) or "fxopt" (kernels/int4_weight_mm.h: [N, K / 2]
-        bytes and [N, 2, K / group] scales and minimums); tensor_ops.h: QuantizedGroups."""
+        [K / group, N, 2] float32 scales and zeros) or "fxopt" (kernels/int4_weight_mm.h:
+        [N, K / 2] bytes and [N, 2, K / group] float16 scales and minimums, rounded before the
+        values are: each value is the nearest the stored parameters give); tensor_ops.h:
+        QuantizedGroups."""
         rows, cols = a.shape
         groups = a.detach().float().reshape(rows, cols // group_size, group_size)
         low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
         scales = ((high - low) / 15).clamp_min(1e-6)
+        if kernel == "fxopt":
+            scales, low = scales.half().float(), low.half().float()
         values = torch.round((groups - low) / scales).clamp(0, 15).reshape(rows, cols)
         scales, low = scales.squeeze(-1), low.squeeze(-1)
         if kernel == "fxopt":
             q = values.to(torch.uint8).contiguous()
             packed = torch.empty(rows, cols // 2, dtype=torch.uint8)
             _core.int4_pack_rows(q.data_ptr(), rows, cols, packed.data_ptr())
-            return packed, _own(torch.stack([scales, low], 1))
+            return packed, _own(torch.stack([scales, low], 1).half())
         packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values.to(torch.int32), 1)
         scales_and_zeros = torch.stack([scales.t(), (low + 8 * scales).t()], -1)
         return _own(packed), _own(scales_and_zeros)

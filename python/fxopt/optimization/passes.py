@@ -499,8 +499,11 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
     Linears, bit for bit.
 
     ``bits=4`` (opt-in, coarser): 4-bit weights with a scale and zero per `group_size` columns
-    of a row, through ``aten._weight_int4pack_mm_for_cpu``; Linears whose in_features is not a
-    multiple of `group_size` or whose out_features is not a multiple of 16 are skipped.
+    of a row, through ``aten._weight_int4pack_mm_for_cpu`` (bfloat16 activations) or, where it
+    measures faster, fxopt's own (``fxopt.runtime.int4_weight_linear``: each activation row
+    rounded to int8 inside the kernel, AVX-512 VNNI dot products, float16 group parameters);
+    Linears whose in_features is not a multiple of `group_size` or whose out_features is not a
+    multiple of 16 are skipped.
 
     Kernels for 8 bits, chosen per Linear by measurement (fxopt.tuning): ATen's
     ``_weight_int8pack_mm`` (activations cast to `activation`) or fxopt's own

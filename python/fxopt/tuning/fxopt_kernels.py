@@ -1,8 +1,9 @@
 """Candidates that run fxopt's own kernels (cpp/kernels/), registered like those of kernels.py.
 
 `fxopt_int8` for a weight-only int8 Linear and `fxopt_int4` for a 4-bit one: float32 activations
-times int8 weight rows (kernels/int8_weight_mm.h through runtime/int8_weight_linear.py) or 4-bit
-groups (kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
+times int8 weight rows (kernels/int8_weight_mm.h through runtime/int8_weight_linear.py), or
+activations rounded to int8 per row times 4-bit groups with VNNI dot products
+(kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
 QuantizeLinearsWeightOnly emits where they measure fastest.
 """
 
@@ -24,6 +25,11 @@ _WEIGHTS = TorchTensorOps()
 def _has_avx512() -> bool:
     # Elsewhere the kernels' plain C++ loops run: correct, never faster than float32.
     return "avx512_f" in hardware.cpu_flags()
+
+
+def _has_avx512_vnni() -> bool:
+    # The int4 kernel's vector path multiplies with VNNI dot products.
+    return "avx512_vnni" in hardware.cpu_flags()
 
 
 def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
@@ -53,4 +59,4 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
 
 
 register("int8_weight_only", "fxopt_int8", _has_avx512, _own_kernel(8))
-register("int4_weight_only", "fxopt_int4", _has_avx512, _own_kernel(4))
+register("int4_weight_only", "fxopt_int4", _has_avx512_vnni, _own_kernel(4))
