@@ -4,7 +4,8 @@ A Linear without bias: float32 activations of any rank (rounded to int8 per row 
 kernel) times 4-bit weights packed two per byte ([n, k / 2] uint8, the kernel's layout) with a
 float16 scale and minimum per group of columns ([n, 2, k / group]). QuantizeLinearsWeightOnly
 emits a call of this function where the kernel chooser measured it fastest; like the int8 one
-it takes x with its leading sizes and splits the output channels over torch's thread count. Inference only: the result has no autograd history.
+it takes x with its leading sizes and splits the output channels over torch's thread count.
+Inference only: the result has no autograd history.
 """
 
 from __future__ import annotations
