@@ -77,6 +77,26 @@ def test_decode_preset_prepares_each_block_once_and_stays_close() -> None:
     assert torch.equal(greedy(model, PROMPT, 24), expected)
 
 
+def test_decode_preset_runs_prompts_with_fast_and_steps_with_weight_only_kernels() -> None:
+    """A prompt's graphs run `fast` (bfloat16 where this CPU has it natively), the one-token
+    steps' graphs weight-only int8 Linears (Preset.prompts)."""
+    model = tiny_llama()
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    forward = model.model.layers[0].mlp.forward
+    assert isinstance(forward, OptimizedForward)
+
+    def code(few_rows: bool) -> str:
+        (run,) = [run for key, run in forward.graphs.items() if key[2] == few_rows]
+        return getattr(run.__self__, "code", "")  # the original forward's module has none
+
+    prompt, step = code(False), code(True)
+    assert "_weight_int8pack_mm" in step or "int8_weight_linear" in step
+    assert "int8" not in prompt
+    bfloat16 = fxopt.optimization.hardware.bfloat16_native(torch.device("cpu"))
+    assert ("bfloat16" in prompt) == bfloat16, prompt
+    assert fxopt.optimization.presets.get_preset("decode").prompts == "fast"
+
+
 def test_save_pretrained_writes_the_original_weights(tmp_path: os.PathLike[str]) -> None:
     model = tiny_llama()
     state = {k: v.clone() for k, v in model.state_dict().items()}

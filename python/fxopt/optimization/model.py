@@ -7,7 +7,9 @@ least one Linear (an MLP, a lone projection, a transformers Conv1D); attention, 
 takes the KV cache, masks and positions, stays eager, and its projections become blocks of their
 own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
 rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
-graph then serves every sequence and cache length, so decoding never retraces. Each graph is
+graph then serves every sequence and cache length, so decoding never retraces. A decoding preset
+names the preset its prompts' graphs run (`Preset.prompts`: `decode` quantizes weights for the
+one-token steps and runs prompts with `fast`). Each graph is
 timed against the block's own forward on that first input (on a cold cache, as inside the
 model: `fxopt.tuning.measure`; the verdict cached like a kernel choice) and kept only if faster:
 which form of a Linear wins depends on the CPU and the number of tokens.
@@ -35,6 +37,7 @@ from .. import tuning
 from ..runtime import kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
+from .presets import get_preset
 from .presets import preset as build_preset
 from .transformation import Transformation
 
@@ -67,6 +70,7 @@ class OptimizedForward:
         self.traced = traced
         self.traced_code = traced.code
         self.preset = preset
+        self.prompt_preset = get_preset(preset).prompts or preset
         self.graphs: dict[tuple[int, torch.dtype, bool], Any] = {}
 
     def __call__(self, x: Any) -> Any:
@@ -92,7 +96,8 @@ class OptimizedForward:
             if not _same(graph(x), self.original(x)):
                 return self.original
         ShapeProp(graph).propagate(x)  # ranks and dtypes, which some passes need
-        transformation: Transformation = build_preset(self.preset, inplace=True, device=x.device)
+        name = self.preset if _size_class(x)[2] else self.prompt_preset
+        transformation: Transformation = build_preset(name, inplace=True, device=x.device)
         optimized = transformation(graph)
         if optimized.code == self.traced_code:
             return self.original

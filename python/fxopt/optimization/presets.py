@@ -145,6 +145,9 @@ class Preset:
     """None for presets that preserve the computation (fxopt.verify's float32 tolerances)."""
     machine_note: Callable[[torch.device], str] = lambda device: ""
     """What this preset does differently on the device, for reports; '' if nothing."""
+    prompts: str | None = None
+    """The preset `optimize_model` runs instead on a block's graphs for many tokens at once (a
+    prompt), where this one is made for decoding steps; None: this one throughout."""
 
 
 def _preserving_builtins(device: torch.device) -> list[str]:
@@ -323,19 +326,25 @@ PRESETS: dict[str, Preset] = {
         "default, then weight-only int8 Linears where this CPU has native bfloat16 (per Linear "
         "the fastest measured of float32, ATen's kernel with bfloat16 activations and fxopt's "
         "with float32 ones): for generate() at batch 1, where reading the weights is the cost; "
-        "per-token logit cosine >= 0.999, >= 95% top-1 agreement teacher-forced",
+        "per-token logit cosine >= 0.999, >= 95% top-1 agreement teacher-forced; optimize_model "
+        "runs prompts with fast",
         _decode,
         Accuracy(min_cosine=0.999, rtol=0.1, atol=0.1),
         _decode_note,
+        # A prompt's Linears multiply many rows per weight read: compute, not reading the
+        # weights, is their cost, where bfloat16 pays and weight-only kernels do not (the chooser
+        # kept float32 for every prompt-sized Linear of the bench's Llama and GPT-2).
+        prompts="fast",
     ),
     "decode-int4": Preset(
         "decode-int4",
         "decode with 4-bit weights (a scale and zero per 32 columns; per Linear the fastest measured "
         "of float32, ATen's int4 kernel and fxopt's): opt-in and coarser; "
-        "per-token logit cosine >= 0.99",
+        "per-token logit cosine >= 0.99; optimize_model runs prompts with fast",
         lambda device: _decode(device, bits=4),
         Accuracy(min_cosine=0.99),
         _decode_note,
+        prompts="fast",
     ),
     "all-preserving": Preset(
         "all-preserving",
