@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from .kernel_input import kernel_input
+from .kernel_input import kernel_input, kernel_output
 from . import graph_leaf
 
 
@@ -30,7 +30,7 @@ def int4_weight_linear(x: torch.Tensor, packed: torch.Tensor, params: torch.Tens
     if not (packed.is_contiguous() and params.is_contiguous()):
         raise ValueError("int4_weight_linear: packed and params contiguous")
     x = kernel_input("int4_weight_linear", x, k)
-    y = torch.empty(x.shape[:-1] + (n,))
+    y = kernel_output(x, n)
     _core.int4_weight_mm(
         x.data_ptr(),
         x.numel() // k,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from .kernel_input import kernel_input
+from .kernel_input import kernel_input, kernel_output
 from . import graph_leaf
 
 
@@ -28,7 +28,7 @@ def int8_weight_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tens
     if not (weight.is_contiguous() and scales.is_contiguous()):
         raise ValueError("int8_weight_linear: weight and scales contiguous")
     x = kernel_input("int8_weight_linear", x, k)
-    y = torch.empty(x.shape[:-1] + (n,))
+    y = kernel_output(x, n)
     _core.int8_weight_mm(
         x.data_ptr(), x.numel() // k, k, weight.data_ptr(), scales.data_ptr(), n, y.data_ptr(), torch.get_num_threads()
     )
