@@ -197,7 +197,7 @@ def int8_weight_mm(x: int, rows: int, k: int, w: int, scale: int, n: int, y: int
 
 def int4_weight_mm(x: int, rows: int, k: int, packed: int, params: int, group: int, n: int, y: int, threads: int) -> None:
     """
-    y[rows, n] = x[rows, k] (float32) times 4-bit rows packed[n, k / 2] with a scale and minimum per group of columns, params[n, 2, k / group] (kernels/int4_weight_mm.h); arguments are data addresses of contiguous arrays.
+    y[rows, n] = x[rows, k] (float32, rounded to int8 per row) times 4-bit rows packed[n, k / 2] with a scale and minimum per group of columns, params[n, 2, k / group] float16 (kernels/int4_weight_mm.h); arguments are data addresses of contiguous arrays.
     """
 
 def int4_pack_rows(q: int, n: int, k: int, packed: int) -> None:
