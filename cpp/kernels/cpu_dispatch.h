@@ -1,26 +1,24 @@
-// What the kernels' runtime dispatch shares: the attributes that compile one function for
-// AVX-512F, or for AVX-512 with byte operations and VNNI dot products (the rest of the build
-// targets the baseline x86-64), and the checks that this CPU runs them. Elsewhere FXOPT_AVX512
-// is undefined and only the portable loops are built.
+// What the kernels' runtime dispatch shares: the attributes that compile one function for AVX2
+// with FMA, for AVX-512F, or for AVX-512 with byte operations and VNNI dot products (the rest of
+// the build targets the baseline x86-64), and the checks that this CPU runs them. Elsewhere the
+// FXOPT_AVX* macros are undefined and only the portable loops are built.
+//
+// The checks honour the instruction-set cap a user sets for oneDNN (`ONEDNN_MAX_CPU_ISA`, or
+// `DNNL_MAX_CPU_ISA`; fxopt.optimization.hardware.onednn_isa_cap reads the same), so a process
+// capped at AVX2 runs fxopt's kernels as an AVX2-only CPU would: what the Python side assumes
+// when it picks them, and how the tests reach the AVX2 and plain paths on a newer CPU.
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FXOPT_AVX2 __attribute__((target("avx2,fma")))
 #define FXOPT_AVX512 __attribute__((target("avx512f")))
 #define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 namespace fxopt {
 
-inline bool has_avx512() {
-  static const bool supported = __builtin_cpu_supports("avx512f");
-  return supported;
-}
-
-inline bool has_avx512_vnni() {
-  static const bool supported = __builtin_cpu_supports("avx512f") &&
-                                __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vnni");
-  return supported;
-}
+bool has_avx2();
+bool has_avx512();
+bool has_avx512_vnni();
 
 }  // namespace fxopt
 #endif

@@ -8,9 +8,10 @@
 // and reduces too slowly for that on the AMX Xeon measured (about 6 GB/s of int8 weights with
 // bfloat16 activations, against 13 GB/s float32 weights stream at), and is 4-5x slower with
 // float32 activations. Here each 16 int8 weights are widened and multiplied into float32
-// accumulators in three vector instructions (AVX-512F, chosen at run time; plain C++
-// elsewhere), four weight rows at a time so each activation load serves four. The activations
-// stay float32, so the only rounding is the weight's.
+// accumulators in three vector instructions (AVX-512F, or 8 at a time with AVX2 and FMA, chosen
+// at run time; plain C++ elsewhere), four weight rows at a time so each activation load serves
+// four. The activations stay float32, so the only rounding is the weight's: with no bfloat16
+// needed, this is the weight-only kernel of CPUs without native bfloat16 too.
 //
 // Output channels are split over `threads` threads (kernels/row_split.h; the bindings pass
 // torch's thread count); whether it beats torch's kernels at that count is the kernel chooser's

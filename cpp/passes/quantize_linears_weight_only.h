@@ -32,15 +32,16 @@
 // reshapes and _weight_int8pack_mm) with float32 activations and scales, so without the casts,
 // on x of any rank; it streams the int8 weight at float32's memory
 // speed (3-5x float32 at one token on that Xeon, where _weight_int8pack_mm gives 1.7-2.3x).
-// Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only".
+// Each is timed at the Linear's own sizes; the static fallback is "int8_weight_only" with
+// bfloat16 activations, "fxopt_int8" with float32 ones (CPUs without native bfloat16).
 // Per 4-bit Linear likewise: "float32", "int4_weight_only" (ATen's, above) or "fxopt_int4":
 // fxopt's own (kernels/int4_weight_mm.h) as
 // fxopt.runtime.int4_weight_linear.int4_weight_linear(%x, %w_int4, %w_scale_min), float32
 // activations of any rank (the kernel rounds each row to int8 and multiplies with AVX-512
 // VNNI), the weight packed two values per byte in the kernel's layout and a float16 scale and
 // minimum per group ([N, 2, K / group]; TensorOps::quantize_groups_int4 with
-// Int4Layout::kFxopt). The static fallback is ATen's; each kernel is offered only where it can
-// take the Linear (fxopt's where the CPU has VNNI).
+// Int4Layout::kFxopt). The static fallback is ATen's with bfloat16 activations, fxopt's with
+// float32 ones; each kernel is offered only where it can take the Linear.
 //
 // Options: "activation" ("float32" or "bfloat16"), "activation_dtype" and "float32_dtype" (the
 // torch dtype objects the casts pass on, opaque to the core; needed for bfloat16), "bits" (8,

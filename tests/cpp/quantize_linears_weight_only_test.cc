@@ -27,14 +27,19 @@ class QuantizeLinearsWeightOnlyTest : public ::testing::Test, protected testing:
   }
 };
 
-// Answers every query with fxopt's own kernel (int8 or int4).
-class OwnKernelChooser final : public Chooser {
+// Answers every query with its first candidate named with `prefix`: "fxopt_" for fxopt's own
+// kernels, "int" for ATen's ("int8_weight_only", "int4_weight_only").
+class PrefixChooser final : public Chooser {
  public:
+  explicit PrefixChooser(std::string prefix) : prefix_(std::move(prefix)) {}
   KernelChoice choose(const ChoiceQuery& query) override {
-    auto own = std::find_if(query.candidates.begin(), query.candidates.end(),
-                            [](const std::string& c) { return c.starts_with("fxopt_"); });
-    return {size_t(own - query.candidates.begin()), 0.5, "fixed"};
+    auto picked = std::find_if(query.candidates.begin(), query.candidates.end(),
+                               [&](const std::string& c) { return c.starts_with(prefix_); });
+    return {size_t(picked - query.candidates.begin()), 0.5, "fixed"};
   }
+
+ private:
+  std::string prefix_;
 };
 
 TEST_F(QuantizeLinearsWeightOnlyTest, AtenLinearWithBiasReadsInt8WeightsAndReversesExactly) {
@@ -49,7 +54,8 @@ TEST_F(QuantizeLinearsWeightOnlyTest, AtenLinearWithBiasReadsInt8WeightsAndRever
   auto before = run({{"x", x_value}});
   auto graph_before = structure();
 
-  PassResult forward = apply("float32");
+  PrefixChooser atens("int");
+  PassResult forward = apply("float32", false, 8, atens);
   ASSERT_EQ(forward.changed.size(), 1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "aten.add.Tensor"), 1u);
@@ -68,7 +74,7 @@ TEST_F(QuantizeLinearsWeightOnlyTest, AtenLinearWithBiasReadsInt8WeightsAndRever
   EXPECT_LT(error, 0.05);
   EXPECT_TRUE(program.graph.lint().empty());
 
-  PassResult backward = apply("float32", /*reverse=*/true);
+  PassResult backward = apply("float32", /*reverse=*/true, 8, atens);
   EXPECT_EQ(backward.changed.size(), 1u);
   EXPECT_EQ(structure(), graph_before);
   EXPECT_FALSE(program.attributes.contains("w_int8wo"));
@@ -106,7 +112,7 @@ TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsKernelTakesFloat32WithoutCastsAndRev
   auto before = run({{"x", x_value}});
   auto graph_before = structure();
 
-  OwnKernelChooser chooser;
+  PrefixChooser chooser("fxopt_");
   ASSERT_EQ(apply("bfloat16", false, 8, chooser).changed.size(), 1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int8_weight_linear.int8_weight_linear"),
             1u);
@@ -139,6 +145,22 @@ TEST(Int8WeightMm, MatchesAPlainLoopOffItsBlocks) {
       for (int64_t i = 0; i < k; ++i) sum += double(x[r * k + i]) * w[j * k + i];
       EXPECT_NEAR(y[r * n + j], scale[j] * sum, 1e-4) << "row " << r << ", output " << j;
     }
+}
+
+TEST_F(QuantizeLinearsWeightOnlyTest, WithoutMeasurementsFloat32ActivationsTakeFxoptsKernel) {
+  // ATen's kernel with float32 activations is 4-5x slower than a float32 Linear; fxopt's takes
+  // them as they are. With bfloat16 ones ATen's stays the static choice.
+  attribute("w", {4, 16});
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {5, 16});
+  b.output(Tuple{{b.call("linear", "aten.linear.default", {x, b.attr("w", "w")})}});
+  ASSERT_EQ(apply("float32").changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int8_weight_linear.int8_weight_linear"),
+            1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 0u);
+  apply("float32", /*reverse=*/true);
+  ASSERT_EQ(apply("bfloat16").changed.size(), 1u);
+  EXPECT_EQ(count(NodeKind::CallFunction, "aten._weight_int8pack_mm.default"), 1u);
 }
 
 TEST_F(QuantizeLinearsWeightOnlyTest, Int4GroupsReadTheInt4KernelAndReverseExactly) {
@@ -232,7 +254,7 @@ TEST_F(QuantizeLinearsWeightOnlyTest, FxoptsInt4KernelTakesFloat32AndReversesExa
   auto before = run({{"x", x_value}});
   auto graph_before = structure();
 
-  OwnKernelChooser chooser;
+  PrefixChooser chooser("fxopt_");
   ASSERT_EQ(apply("bfloat16", false, 4, chooser, 32).changed.size(), 1u);
   EXPECT_EQ(count(NodeKind::CallFunction, "fxopt.runtime.int4_weight_linear.int4_weight_linear"),
             1u);
@@ -325,6 +347,25 @@ TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
   int8_weight_mm(c.x.data(), c.rows, c.k, w.data(), scale.data(), c.n, y8.data(), 1);
   int8_weight_mm(c.x.data(), c.rows, c.k, w.data(), scale.data(), c.n, y8_split.data(), 2);
   EXPECT_EQ(y8, y8_split);
+}
+
+TEST(Int8WeightMm, MatchesItsDefinition) {
+  // k past whole vectors (16 and 8 columns) by 5; channels in blocks of 4 and a tail of 2.
+  for (int64_t rows : {1, 3}) {
+    const int64_t k = 37, n = 10;
+    std::vector<float> x(rows * k), scale(n), y(rows * n);
+    std::vector<int8_t> w(n * k);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) / 7.0f;
+    for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t(int(i * 37 % 255) - 127);
+    for (int64_t j = 0; j < n; ++j) scale[j] = 0.01f * float(j + 1);
+    int8_weight_mm(x.data(), rows, k, w.data(), scale.data(), n, y.data(), 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double expected = 0.0;
+        for (int64_t i = 0; i < k; ++i) expected += double(x[r * k + i]) * w[j * k + i];
+        EXPECT_NEAR(y[r * n + j], scale[j] * expected, 1e-4) << "row " << r << ", channel " << j;
+      }
+  }
 }
 
 TEST(Int4WeightMm, MatchesItsDefinitionForEveryGroupAndPartialBlock) {

@@ -83,18 +83,18 @@ ZEN4_FLAGS = {"avx2": True, "avx512_f": True, "avx512_vnni": True, "avx512_bf16"
 
 
 @pytest.mark.parametrize(
-    ("variable", "cap", "flags", "bf16", "int8"),
+    ("variable", "cap", "flags", "bf16", "int8", "decode"),
     [
-        (None, None, ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
-        ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False),
-        ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni", ["avx2", "avx512_f", "avx512_vnni"], False, True),
-        ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False),
-        ("ONEDNN_MAX_CPU_ISA", "ALL", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
-        ("ONEDNN_MAX_CPU_ISA", "NOT_AN_ISA", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True),
+        (None, None, ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
+        ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False, ("float32", None)),
+        ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni", ["avx2", "avx512_f", "avx512_vnni"], False, True, ("float32", "float32")),
+        ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False, ("float32", None)),
+        ("ONEDNN_MAX_CPU_ISA", "ALL", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
+        ("ONEDNN_MAX_CPU_ISA", "NOT_AN_ISA", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
     ],
 )
 def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[no-untyped-def]
-    monkeypatch: pytest.MonkeyPatch, variable, cap, flags, bf16, int8
+    monkeypatch: pytest.MonkeyPatch, variable, cap, flags, bf16, int8, decode
 ) -> None:
     monkeypatch.setattr(hardware, "capabilities", lambda: ZEN4_FLAGS)
     for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
@@ -104,6 +104,13 @@ def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[
     assert hardware.cpu_flags() == flags
     assert hardware.fast_bfloat16_cpu() is bf16 and hardware.fast_int8_cpu() is int8
     assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")) is bf16
+    # The decoding presets' activations: bfloat16 where native, else float32 where fxopt's own
+    # kernel runs (int8: AVX2; int4: AVX-512 VNNI), else none (they run `default`).
+    for name, activation in zip(("decode", "decode-int4"), decode, strict=True):
+        specs = [spec for spec in presets.preset_passes(name) if spec.startswith("QuantizeLinearsWeightOnly")]
+        assert specs == ([] if activation is None else [spec for spec in specs if f"activation={activation}" in spec])
+        assert bool(specs) is (activation is not None)
+        assert (presets.machine_note(name) == "") is (activation is not None)
     assert ("oneDNN capped at" in hardware.describe()) is (flags != ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"])
 
 
@@ -119,6 +126,28 @@ def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:
         "gm = fxopt.optimize(model, 'fast', example_inputs=(x,))\n"
         "assert 'bfloat16' not in gm.code and 'avx512' not in ','.join(hardware.cpu_flags())\n"
         "torch.testing.assert_close(gm(x), model(x), rtol=1e-5, atol=1e-5)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+
+
+def test_decode_runs_fxopts_avx2_int8_kernel_on_a_cpu_capped_at_avx2() -> None:
+    """Without native bfloat16, `decode` keeps float32 activations and fxopt's own int8 kernel,
+    whose AVX2 path runs under the cap (kernels/cpu_dispatch.h reads it as oneDNN does)."""
+    script = (
+        "import torch, fxopt\n"
+        "from torch.fx.passes.shape_prop import ShapeProp\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 40)).eval()\n"
+        "x = torch.randn(1, 3, 64)\n"
+        "gm = fxopt.trace(model, example_inputs=(x,))\n"
+        "ShapeProp(gm).propagate(x)  # the pass needs the input's rank\n"
+        "gm = fxopt.preset('decode')(gm)\n"
+        "assert gm.code.count('int8_weight_linear(') == 2 and 'bfloat16' not in gm.code, gm.code\n"
+        "y, expected = gm(x), model(x)\n"
+        "assert torch.nn.functional.cosine_similarity(y.flatten(), expected.flatten(), 0) > 0.999\n"
+        "assert not torch.equal(y, expected)\n"
         "print('ok')\n"
     )
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}

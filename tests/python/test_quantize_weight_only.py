@@ -35,7 +35,9 @@ def test_quantizes_every_linear_and_reverses_exactly(
     if mode == "symbolic":
         ShapeProp(gm).propagate(x)  # the pass needs the inputs' rank
     transformation = QuantizeLinearsWeightOnly(activation, bits=bits)
-    quantized = transformation(copy.deepcopy(gm))
+    # ATen's kernels pinned: the static choice with float32 activations is fxopt's own.
+    with fxopt.tuning.pinned(int8_weight_only="int8_weight_only", int4_weight_only="int4_weight_only"):
+        quantized = transformation(copy.deepcopy(gm))
     assert transformation.report is not None and len(transformation.report.changed) == 2
     product = "_weight_int8pack_mm" if bits == 8 else "_weight_int4pack_mm_for_cpu"
     assert product in quantized.code
@@ -58,7 +60,9 @@ def test_fxopts_int8_kernel_matches_atens_and_reverses_exactly(mode: str, tmp_pa
     gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
     if mode == "symbolic":
         ShapeProp(gm).propagate(x)
-    atens = QuantizeLinearsWeightOnly(torch.float32)(copy.deepcopy(gm))
+    with fxopt.tuning.pinned(int8_weight_only="int8_weight_only"):
+        atens = QuantizeLinearsWeightOnly(torch.float32)(copy.deepcopy(gm))
+    assert "_weight_int8pack_mm" in atens.code
     with fxopt.tuning.pinned(int8_weight_only="fxopt_int8"):
         transformation = QuantizeLinearsWeightOnly(torch.bfloat16)
         own = transformation(copy.deepcopy(gm))

@@ -536,13 +536,18 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
         }
 
 
-def weight_only_activation() -> torch.dtype | None:
-    """The activation dtype ATen's weight-only int8 kernel pays off with on this CPU, or None.
+def weight_only_activation(bits: int = 8) -> torch.dtype | None:
+    """The activation dtype of weight-only `bits`-bit Linears on this CPU, or None where none pays.
 
     The one place that dtype is chosen: ATen's int8 kernel with bfloat16 activations beat
     float32 Linears at every decode shape measured, with float32 activations it lost 4-5x, and
-    bfloat16 is only fast where the CPU has it. Whether each Linear then pays at its own sizes,
-    and whether fxopt's own kernel (float32 activations) beats both, is measured (fxopt.tuning,
-    op `int8_weight_only`).
+    bfloat16 is only fast where the CPU has it. Without native bfloat16, float32 where fxopt's
+    own kernel for `bits` runs here (int8: AVX2 or AVX-512F; int4: AVX-512 VNNI), which takes
+    float32 activations and is then the static choice. Whether each Linear pays at its own
+    sizes, and which kernel, is measured (fxopt.tuning, ops `int8_weight_only` and
+    `int4_weight_only`).
     """
-    return torch.bfloat16 if fast_bfloat16_cpu() else None
+    if fast_bfloat16_cpu():
+        return torch.bfloat16
+    op, own = ("int8_weight_only", "fxopt_int8") if bits == 8 else ("int4_weight_only", "fxopt_int4")
+    return torch.float32 if kernels.KERNELS[op][own].available() else None

@@ -250,15 +250,15 @@ def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[st
     return [*specs, *_onednn_fusions(device)]
 
 
-def _weight_only_activation(device: torch.device) -> torch.dtype | None:
+def _weight_only_activation(device: torch.device, bits: int = 8) -> torch.dtype | None:
     """The activation dtype of `decode`'s weight-only Linears on `device`; None where they do
     not pay (their kernels are CPU kernels)."""
-    return passes.weight_only_activation() if device.type == "cpu" else None
+    return passes.weight_only_activation(bits) if device.type == "cpu" else None
 
 
 def _decode(device: torch.device, bits: int = 8) -> list[str]:
     # Weight-only quantization consumes Linears, so it takes the oneDNN linear fusion's place.
-    activation = _weight_only_activation(device)
+    activation = _weight_only_activation(device, bits)
     if activation is None:
         return _default(device)
     return [
@@ -268,18 +268,20 @@ def _decode(device: torch.device, bits: int = 8) -> list[str]:
     ]
 
 
-def _decode_note(device: torch.device) -> str:
-    if _weight_only_activation(device) is not None:
+def _decode_note(device: torch.device, bits: int = 8) -> str:
+    name = "decode" if bits == 8 else "decode-int4"
+    if _weight_only_activation(device, bits) is not None:
         return ""
     if device.type != "cpu":
         return (
             f"the model is on {device.type}, and fxopt's weight-only int8 kernels are CPU "
-            "kernels: 'decode' runs 'default' there"
+            f"kernels: '{name}' runs 'default' there"
         )
+    needs = "AVX2" if bits == 8 else "AVX-512 VNNI"
     return (
-        "this CPU has no native bfloat16, with which weight-only int8 Linears pay off (with "
-        "float32 activations the kernel measured 4-5x slower than float32): 'decode' runs "
-        "'default' here"
+        f"this CPU has neither native bfloat16, with which ATen's weight-only kernels pay off "
+        f"(with float32 activations they measured 4-5x slower than float32), nor {needs}, which "
+        f"fxopt's own {bits}-bit kernel needs: '{name}' runs 'default' here"
     )
 
 
@@ -343,7 +345,7 @@ PRESETS: dict[str, Preset] = {
         "per-token logit cosine >= 0.99; optimize_model runs prompts with fast",
         lambda device: _decode(device, bits=4),
         Accuracy(min_cosine=0.99),
-        _decode_note,
+        lambda device: _decode_note(device, 4),
         prompts="fast",
     ),
     "all-preserving": Preset(

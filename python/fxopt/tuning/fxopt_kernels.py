@@ -22,9 +22,10 @@ from .kernels import INT4_GROUP_SIZE, Problem, random_operand, register
 _WEIGHTS = TorchTensorOps()
 
 
-def _has_avx512() -> bool:
-    # Elsewhere the kernels' plain C++ loops run: correct, never faster than float32.
-    return "avx512_f" in hardware.cpu_flags()
+def _has_avx2() -> bool:
+    # The int8 kernel's vector paths: AVX-512F, else AVX2 with FMA (kernels/int8_weight_mm.cc).
+    # Elsewhere its plain C++ loops run: correct, never faster than float32.
+    return "avx2" in hardware.cpu_flags() or "avx512_f" in hardware.cpu_flags()
 
 
 def _has_avx512_vnni() -> bool:
@@ -58,5 +59,5 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
     return build
 
 
-register("int8_weight_only", "fxopt_int8", _has_avx512, _own_kernel(8))
+register("int8_weight_only", "fxopt_int8", _has_avx2, _own_kernel(8))
 register("int4_weight_only", "fxopt_int4", _has_avx512_vnni, _own_kernel(4))
