@@ -325,9 +325,10 @@ PRESETS: dict[str, Preset] = {
     # bench/results/generate_*.md and docs/benchmarks.md.
     "decode": Preset(
         "decode",
-        "default, then weight-only int8 Linears where this CPU has native bfloat16 (per Linear "
-        "the fastest measured of float32, ATen's kernel with bfloat16 activations and fxopt's "
-        "with float32 ones): for generate() at batch 1, where reading the weights is the cost; "
+        "default, then weight-only int8 Linears (per Linear the fastest measured of float32, "
+        "ATen's kernel with bfloat16 activations where this CPU has them natively, and fxopt's "
+        "with float32 ones, AVX2 or AVX-512): for generate() at batch 1, where reading the "
+        "weights is the cost; "
         "per-token logit cosine >= 0.999, >= 95% top-1 agreement teacher-forced; optimize_model "
         "runs prompts with fast",
         _decode,
