@@ -8,8 +8,8 @@ bfloat16 activations (`_weight_int8pack_mm`, what QuantizeLinearsWeightOnly's `i
 emits), fxopt's own int8 kernel with float32 activations (`fxopt_int8`,
 fxopt.runtime.int8_weight_linear), ATen's int4 (`_weight_int4pack_mm_for_cpu`, group 32,
 bfloat16 activations) and fxopt's own int4 kernel (`fxopt_int4`, fxopt.runtime.int4_weight_linear,
-group 32, float32 activations rounded to int8 per row inside the kernel, VNNI dot products):
-`decode-int4` picks between the two int4 kernels per Linear.
+group 32, float32 activations rounded to int8 per row inside the kernel, VNNI or AVX2 byte
+products): `decode-int4` picks between the two int4 kernels per Linear.
 Kernels run in turns, round after round (median and range of `--rounds`). Shapes: the Llama of
 bench/generate.py (768 hidden, 2048 MLP, 32000 vocabulary).
 
@@ -60,7 +60,7 @@ def kernels(k: int, n: int) -> dict[str, list[Callable[[], object]]]:
             lambda p=p, sz=sz.bfloat16(): torch.ops.aten._weight_int4pack_mm_for_cpu(xb, p, 32, sz)
             for p, sz in int4
         ],
-        "fxopt int4, int8 activations (VNNI)": [lambda p=p, s=s: int4_weight_linear(x, p, s) for p, s in own_int4],
+        "fxopt int4, int8 activations": [lambda p=p, s=s: int4_weight_linear(x, p, s) for p, s in own_int4],
     }
 
 

@@ -51,8 +51,8 @@ size_t cap() {
 }  // namespace
 
 bool has_avx2() {
-  static const bool supported =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cap() >= level("AVX2");
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                __builtin_cpu_supports("f16c") && cap() >= level("AVX2");
   return supported;
 }
 

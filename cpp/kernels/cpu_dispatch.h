@@ -1,5 +1,5 @@
 // What the kernels' runtime dispatch shares: the attributes that compile one function for AVX2
-// with FMA, for AVX-512F, or for AVX-512 with byte operations and VNNI dot products (the rest of
+// with FMA and F16C, for AVX-512F, or for AVX-512 with byte operations and VNNI dot products (the rest of
 // the build targets the baseline x86-64), and the checks that this CPU runs them. Elsewhere the
 // FXOPT_AVX* macros are undefined and only the portable loops are built.
 //
@@ -10,7 +10,7 @@
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FXOPT_AVX2 __attribute__((target("avx2,fma")))
+#define FXOPT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FXOPT_AVX512 __attribute__((target("avx512f")))
 #define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu_dispatch.h"
@@ -198,6 +199,72 @@ FXOPT_AVX512_VNNI void avx512(const Problem& p, int64_t j_begin, int64_t j_end) 
   for (; j + kChannels <= j_end; j += kChannels) block_avx512<kChannels, kGroupOf32>(p, j, j_end);
   for (; j < j_end; ++j) block_avx512<1, kGroupOf32>(p, j, j_end);
 }
+
+// The scales of the two 32-column runs from column c, each spread over the 4 lanes that run's
+// products land in; the second 0 past k.
+FXOPT_AVX2 __m256 two_run_scales(const uint16_t* scale, int64_t c, int64_t k, int64_t group) {
+  uint16_t two[2] = {scale[c / group], k - c >= 2 * kRun ? scale[(c + kRun) / group] : uint16_t(0)};
+  int32_t bits;
+  std::memcpy(&bits, two, sizeof bits);
+  __m128 pair = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(pair),
+                                  _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+// block_avx512 for CPUs without VNNI (AVX2, as AMD Zen 3): two runs (64 columns, 32 packed
+// bytes) per step; the 4-bit by 8-bit products through vpmaddubsw (pairs summed into 16 bits:
+// at most 2 * 15 * 127, no saturation; the low and high nibbles' sums added, still within 16
+// bits) and vpmaddwd (into 32-bit lanes, 4 products each as with VNNI), the same activation
+// layout read a half block at a time.
+template <int B>
+FXOPT_AVX2 void block_avx2(const Problem& p, int64_t j0, int64_t j_end) {
+  const int64_t groups = p.k / p.group, row_bytes = p.k / 2;
+  const uint8_t* next = j0 + (kPrefetchAhead + 1) * B <= j_end
+                            ? p.packed + (j0 + kPrefetchAhead * B) * row_bytes
+                            : nullptr;
+  const __m256i low_nibble = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int8_t* xq = p.a.values.data() + r * p.a.padded;
+    __m256 acc[B];
+    for (int b = 0; b < B; ++b) acc[b] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < p.k; c += 2 * kRun) {
+      const int8_t* half_block = xq + c - c % kBlock + (c % kBlock) / 2;
+      __m256i x_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half_block));
+      __m256i x_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half_block + 64));
+      bool both = p.k - c >= 2 * kRun;
+      for (int b = 0; b < B; ++b) {
+        const uint8_t* at = p.packed + (j0 + b) * row_bytes + c / 2;
+        if (next && r == 0 && c % kBlock == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(next + b * row_bytes + c / 2), _MM_HINT_T1);
+        __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+        __m128i second =
+            both ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16)) : _mm_setzero_si128();
+        __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(first), second, 1);
+        __m256i low = _mm256_and_si256(q, low_nibble);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble);
+        __m256i pairs =
+            _mm256_add_epi16(_mm256_maddubs_epi16(low, x_low), _mm256_maddubs_epi16(high, x_high));
+        __m256i dot = _mm256_madd_epi16(pairs, ones);
+        const uint16_t* scale = p.params + (j0 + b) * 2 * groups;
+        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), two_run_scales(scale, c, p.k, p.group),
+                                 acc[b]);
+      }
+    }
+    for (int b = 0; b < B; ++b) {
+      __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc[b]), _mm256_extractf128_ps(acc[b], 1));
+      half = _mm_add_ps(half, _mm_movehl_ps(half, half));
+      half = _mm_add_ss(half, _mm_movehdup_ps(half));
+      p.y[r * p.n + j0 + b] = p.a.scales[r] * _mm_cvtss_f32(half) + minimum_term(p, r, j0 + b);
+    }
+  }
+}
+
+FXOPT_AVX2 void avx2(const Problem& p, int64_t j_begin, int64_t j_end) {
+  constexpr int kChannels = 4;
+  int64_t j = j_begin;
+  for (; j + kChannels <= j_end; j += kChannels) block_avx2<kChannels>(p, j, j_end);
+  for (; j < j_end; ++j) block_avx2<1>(p, j, j_end);
+}
 #endif
 
 Activations quantize_activations(const float* x, int64_t rows, int64_t k, int64_t group) {
@@ -226,6 +293,7 @@ void int4_weight_mm(const float* x, int64_t rows, int64_t k, const uint8_t* pack
 #ifdef FXOPT_AVX512
     if (has_avx512_vnni())
       return group == kRun ? avx512<true>(problem, begin, end) : avx512<false>(problem, begin, end);
+    if (has_avx2()) return avx2(problem, begin, end);
 #endif
     portable(problem, begin, end);
   });

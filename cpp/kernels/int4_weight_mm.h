@@ -23,8 +23,9 @@
 // the 4-bit step. group is a multiple of 32.
 //
 // AVX-512 with VNNI chosen at run time (groups of 32 take their four scales per 128 columns in
-// one load), plain C++ with the same integer products elsewhere; four output channels per block
-// with a later block prefetched into L2, output channels split over `threads` threads
+// one load), else AVX2 (the same products through vpmaddubsw and vpmaddwd, 64 columns a step),
+// plain C++ with the same integer products elsewhere; four output channels per block with a
+// later block prefetched into L2, output channels split over `threads` threads
 // (kernels/row_split.h).
 #pragma once
 

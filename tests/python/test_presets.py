@@ -86,9 +86,9 @@ ZEN4_FLAGS = {"avx2": True, "avx512_f": True, "avx512_vnni": True, "avx512_bf16"
     ("variable", "cap", "flags", "bf16", "int8", "decode"),
     [
         (None, None, ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
-        ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False, ("float32", None)),
+        ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False, ("float32", "float32")),
         ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni", ["avx2", "avx512_f", "avx512_vnni"], False, True, ("float32", "float32")),
-        ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False, ("float32", None)),
+        ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False, ("float32", "float32")),
         ("ONEDNN_MAX_CPU_ISA", "ALL", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
         ("ONEDNN_MAX_CPU_ISA", "NOT_AN_ISA", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
     ],
@@ -105,7 +105,7 @@ def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[
     assert hardware.fast_bfloat16_cpu() is bf16 and hardware.fast_int8_cpu() is int8
     assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")) is bf16
     # The decoding presets' activations: bfloat16 where native, else float32 where fxopt's own
-    # kernel runs (int8: AVX2; int4: AVX-512 VNNI), else none (they run `default`).
+    # kernels run (AVX2), else none (they run `default`).
     for name, activation in zip(("decode", "decode-int4"), decode, strict=True):
         specs = [spec for spec in presets.preset_passes(name) if spec.startswith("QuantizeLinearsWeightOnly")]
         assert specs == ([] if activation is None else [spec for spec in specs if f"activation={activation}" in spec])
@@ -133,9 +133,10 @@ def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
 
 
-def test_decode_runs_fxopts_avx2_int8_kernel_on_a_cpu_capped_at_avx2() -> None:
-    """Without native bfloat16, `decode` keeps float32 activations and fxopt's own int8 kernel,
-    whose AVX2 path runs under the cap (kernels/cpu_dispatch.h reads it as oneDNN does)."""
+def test_decode_runs_fxopts_avx2_kernels_on_a_cpu_capped_at_avx2() -> None:
+    """Without native bfloat16, `decode` and `decode-int4` keep float32 activations and fxopt's
+    own kernels, whose AVX2 paths run under the cap (kernels/cpu_dispatch.h reads it as oneDNN
+    does)."""
     script = (
         "import torch, fxopt\n"
         "from torch.fx.passes.shape_prop import ShapeProp\n"
@@ -148,6 +149,11 @@ def test_decode_runs_fxopts_avx2_int8_kernel_on_a_cpu_capped_at_avx2() -> None:
         "y, expected = gm(x), model(x)\n"
         "assert torch.nn.functional.cosine_similarity(y.flatten(), expected.flatten(), 0) > 0.999\n"
         "assert not torch.equal(y, expected)\n"
+        "traced = fxopt.trace(model, example_inputs=(x,))\n"
+        "ShapeProp(traced).propagate(x)\n"
+        "gm4 = fxopt.preset('decode-int4')(traced)\n"
+        "assert gm4.code.count('int4_weight_linear(') == 2, gm4.code\n"
+        "assert torch.nn.functional.cosine_similarity(gm4(x).flatten(), expected.flatten(), 0) > 0.99\n"
         "print('ok')\n"
     )
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}

@@ -277,10 +277,9 @@ def _decode_note(device: torch.device, bits: int = 8) -> str:
             f"the model is on {device.type}, and fxopt's weight-only int8 kernels are CPU "
             f"kernels: '{name}' runs 'default' there"
         )
-    needs = "AVX2" if bits == 8 else "AVX-512 VNNI"
     return (
         f"this CPU has neither native bfloat16, with which ATen's weight-only kernels pay off "
-        f"(with float32 activations they measured 4-5x slower than float32), nor {needs}, which "
+        f"(with float32 activations they measured 4-5x slower than float32), nor AVX2, which "
         f"fxopt's own {bits}-bit kernel needs: '{name}' runs 'default' here"
     )
 

@@ -2,7 +2,7 @@
 
 `fxopt_int8` for a weight-only int8 Linear and `fxopt_int4` for a 4-bit one: float32 activations
 times int8 weight rows (kernels/int8_weight_mm.h through runtime/int8_weight_linear.py), or
-activations rounded to int8 per row times 4-bit groups with VNNI dot products
+activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot products
 (kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
 QuantizeLinearsWeightOnly emits where they measure fastest.
 """
@@ -23,14 +23,9 @@ _WEIGHTS = TorchTensorOps()
 
 
 def _has_avx2() -> bool:
-    # The int8 kernel's vector paths: AVX-512F, else AVX2 with FMA (kernels/int8_weight_mm.cc).
-    # Elsewhere its plain C++ loops run: correct, never faster than float32.
+    # The kernels' vector paths: AVX-512 (int4: with VNNI), else AVX2 with FMA and F16C.
+    # Elsewhere their plain C++ loops run: correct, never faster than float32.
     return "avx2" in hardware.cpu_flags() or "avx512_f" in hardware.cpu_flags()
-
-
-def _has_avx512_vnni() -> bool:
-    # The int4 kernel's vector path multiplies with VNNI dot products.
-    return "avx512_vnni" in hardware.cpu_flags()
 
 
 def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
@@ -60,4 +55,4 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
 
 
 register("int8_weight_only", "fxopt_int8", _has_avx2, _own_kernel(8))
-register("int4_weight_only", "fxopt_int4", _has_avx512_vnni, _own_kernel(4))
+register("int4_weight_only", "fxopt_int4", _has_avx2, _own_kernel(4))
