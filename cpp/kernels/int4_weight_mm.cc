@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/avx2_sum.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/float16.h"
 #include "kernels/row_split.h"
@@ -251,10 +252,7 @@ FXOPT_AVX2 void block_avx2(const Problem& p, int64_t j0, int64_t j_end) {
       }
     }
     for (int b = 0; b < B; ++b) {
-      __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc[b]), _mm256_extractf128_ps(acc[b], 1));
-      half = _mm_add_ps(half, _mm_movehl_ps(half, half));
-      half = _mm_add_ss(half, _mm_movehdup_ps(half));
-      p.y[r * p.n + j0 + b] = p.a.scales[r] * _mm_cvtss_f32(half) + minimum_term(p, r, j0 + b);
+      p.y[r * p.n + j0 + b] = p.a.scales[r] * sum_lanes(acc[b]) + minimum_term(p, r, j0 + b);
     }
   }
 }

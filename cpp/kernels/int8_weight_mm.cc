@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include "kernels/avx2_sum.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/row_split.h"
 
@@ -96,12 +97,8 @@ FXOPT_AVX2 void block_avx2(const float* x, int64_t rows, int64_t k, const int8_t
       }
     }
     for (int b = 0; b < B; ++b) {
-      __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc[b]), _mm256_extractf128_ps(acc[b], 1));
-      half = _mm_add_ps(half, _mm_movehl_ps(half, half));
-      half = _mm_add_ss(half, _mm_movehdup_ps(half));
       const int8_t* row = w + (j0 + b) * k;
-      y[r * n + j0 + b] =
-          scale[j0 + b] * (_mm_cvtss_f32(half) + dot_scalar(xr, row, vector_end, k));
+      y[r * n + j0 + b] = scale[j0 + b] * (sum_lanes(acc[b]) + dot_scalar(xr, row, vector_end, k));
     }
   }
 }
