@@ -87,6 +87,7 @@ ZEN4_FLAGS = {"avx2": True, "avx512_f": True, "avx512_vnni": True, "avx512_bf16"
     [
         (None, None, ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
         ("ONEDNN_MAX_CPU_ISA", "AVX2", ["avx2"], False, False, ("float32", "float32")),
+        ("ONEDNN_MAX_CPU_ISA", "SSE41", [], False, False, (None, None)),
         ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni", ["avx2", "avx512_f", "avx512_vnni"], False, True, ("float32", "float32")),
         ("DNNL_MAX_CPU_ISA", "AVX512_CORE", ["avx2", "avx512_f"], False, False, ("float32", "float32")),
         ("ONEDNN_MAX_CPU_ISA", "ALL", ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"], True, True, ("bfloat16", "bfloat16")),
@@ -106,12 +107,20 @@ def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[
     assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")) is bf16
     # The decoding presets' activations: bfloat16 where native, else float32 where fxopt's own
     # kernels run (AVX2), else none (they run `default`).
-    for name, activation in zip(("decode", "decode-int4"), decode, strict=True):
+    for name, bits, activation in zip(("decode", "decode-int4"), (8, 4), decode, strict=True):
         specs = [spec for spec in presets.preset_passes(name) if spec.startswith("QuantizeLinearsWeightOnly")]
-        assert specs == ([] if activation is None else [spec for spec in specs if f"activation={activation}" in spec])
-        assert bool(specs) is (activation is not None)
+        quantize = f"QuantizeLinearsWeightOnly(activation={activation}, bits={bits})"
+        assert specs == ([] if activation is None else [quantize])
         assert (presets.machine_note(name) == "") is (activation is not None)
     assert ("oneDNN capped at" in hardware.describe()) is (flags != ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"])
+
+
+def run_capped_at_avx2(script: str) -> None:
+    """Runs `script` in a fresh process (oneDNN and fxopt's kernels read the cap once, at
+    start-up) capped at AVX2, untuned; it must end by printing ok."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
 
 
 def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:
@@ -128,9 +137,7 @@ def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:
         "torch.testing.assert_close(gm(x), model(x), rtol=1e-5, atol=1e-5)\n"
         "print('ok')\n"
     )
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
-    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+    run_capped_at_avx2(script)
 
 
 def test_decode_runs_fxopts_avx2_kernels_on_a_cpu_capped_at_avx2() -> None:
@@ -156,9 +163,7 @@ def test_decode_runs_fxopts_avx2_kernels_on_a_cpu_capped_at_avx2() -> None:
         "assert torch.nn.functional.cosine_similarity(gm4(x).flatten(), expected.flatten(), 0) > 0.99\n"
         "print('ok')\n"
     )
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
-    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+    run_capped_at_avx2(script)
 
 
 def test_fast_without_native_bfloat16_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
