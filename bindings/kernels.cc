@@ -43,10 +43,9 @@ void bind_kernels(nb::module_& m) {
       nb::arg("x"), nb::arg("rows"), nb::arg("k"), nb::arg("packed"), nb::arg("params"),
       nb::arg("group"), nb::arg("n"), nb::arg("y"), nb::arg("threads"),
       nb::call_guard<nb::gil_scoped_release>(),
-      "y[rows, n] = x[rows, k] (float32, rounded to int8 per row) times 4-bit rows packed[n, k / "
-      "2] with a scale and "
-      "minimum per group of columns, params[n, 2, k / group] float16 (kernels/int4_weight_mm.h); "
-      "arguments are data addresses of contiguous arrays.");
+      "y[rows, n] = x[rows, k] (float32, rounded to int8 per row) times 4-bit rows "
+      "packed[n, k / 2] with a scale and minimum per group of columns, params[n, 2, k / group] "
+      "float16 (kernels/int4_weight_mm.h); arguments are data addresses of contiguous arrays.");
   m.def(
       "int4_pack_rows",
       [](uintptr_t q, int64_t n, int64_t k, uintptr_t packed) {

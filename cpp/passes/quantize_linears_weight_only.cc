@@ -120,7 +120,8 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   if (bits_ == 8 || atens_int4) candidates.push_back(op);
   if (bits_ == 8 || own_int4) candidates.push_back(own);
   // Without a cast, fxopt's kernel is the static choice: ATen's takes float32 activations 4-5x
-  // slower than a float32 Linear.
+  // slower than a float32 Linear. Where the Linear's shape rules that kernel out, the other one
+  // (the last candidate).
   auto static_pick =
       std::find(candidates.begin(), candidates.end(), activation_ == "float32" ? own : op);
   size_t fallback = std::min(size_t(static_pick - candidates.begin()), candidates.size() - 1);

@@ -37,8 +37,8 @@
 // Per 4-bit Linear likewise: "float32", "int4_weight_only" (ATen's, above) or "fxopt_int4":
 // fxopt's own (kernels/int4_weight_mm.h) as
 // fxopt.runtime.int4_weight_linear.int4_weight_linear(%x, %w_int4, %w_scale_min), float32
-// activations of any rank (the kernel rounds each row to int8 and multiplies with AVX-512
-// VNNI), the weight packed two values per byte in the kernel's layout and a float16 scale and
+// activations of any rank (the kernel rounds each row to int8 and multiplies with AVX-512 VNNI
+// or AVX2 byte products), the weight packed two values per byte in the kernel's layout and a float16 scale and
 // minimum per group ([N, 2, K / group]; TensorOps::quantize_groups_int4 with
 // Int4Layout::kFxopt). The static fallback is ATen's with bfloat16 activations, fxopt's with
 // float32 ones; each kernel is offered only where it can take the Linear.

@@ -1,7 +1,5 @@
 #include "tensor/reference_tensor_ops.h"
 
-#include "kernels/float16.h"
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -9,6 +7,8 @@
 #include <numeric>
 #include <stdexcept>
 #include <utility>
+
+#include "kernels/float16.h"
 
 namespace fxopt {
 namespace {

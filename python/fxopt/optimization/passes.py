@@ -502,9 +502,8 @@ class QuantizeLinearsWeightOnly(BuiltinTransformation):
     of a row, through ``aten._weight_int4pack_mm_for_cpu`` (bfloat16 activations) or, where it
     measures faster, fxopt's own (``fxopt.runtime.int4_weight_linear``: each activation row
     rounded to int8 inside the kernel, AVX-512 VNNI or AVX2 dot products, float16 group
-    parameters);
-    Linears whose in_features is not a multiple of `group_size` or whose out_features is not a
-    multiple of 16 are skipped.
+    parameters); Linears whose in_features is not a multiple of `group_size` or whose
+    out_features is not a multiple of 16 are skipped.
 
     Kernels for 8 bits, chosen per Linear by measurement (fxopt.tuning): ATen's
     ``_weight_int8pack_mm`` (activations cast to `activation`) or fxopt's own
@@ -543,8 +542,8 @@ def weight_only_activation(bits: int = 8) -> torch.dtype | None:
     The one place that dtype is chosen: ATen's int8 kernel with bfloat16 activations beat
     float32 Linears at every decode shape measured, with float32 activations it lost 4-5x, and
     bfloat16 is only fast where the CPU has it. Without native bfloat16, float32 where fxopt's
-    own kernel for `bits` runs here (AVX2 or AVX-512), which takes
-    float32 activations and is then the static choice. Whether each Linear pays at its own
+    own kernel for `bits` runs here (AVX2 or AVX-512), which takes float32 activations and is
+    then the static choice. Whether each Linear pays at its own
     sizes, and which kernel, is measured (fxopt.tuning, ops `int8_weight_only` and
     `int4_weight_only`).
     """
