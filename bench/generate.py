@@ -33,6 +33,8 @@ optimize_model default and fast (embedding cosine against eager).
 
 Run: `python bench/generate.py` (5 rounds; about 10 minutes on a quiet 2-core machine);
 `--threads 2`, `--rounds N`, `--models llama`. Writes bench/results/generate_t<threads>.md.
+`--device cuda` runs the models on a GPU (each timing waits for it); torchao's CPU variants and
+the sentence embeddings are CPU-only.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trained_llama  # noqa: E402
-from common import RESULTS, load_line, machine_description  # noqa: E402
+from common import RESULTS, gpu_name, load_line, machine_description, synchronized  # noqa: E402
 
 import fxopt  # noqa: E402
 
@@ -116,6 +118,8 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     elif name == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
         generate(model, prompt)  # compiles prefill and decode graphs
+    elif name.startswith("ao-") and DEVICE.type != "cpu":
+        raise ValueError("torchao's variants here are its CPU kernels")
     elif name == "ao-int8":
         from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
@@ -129,14 +133,19 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     return Variant(name, model, time.perf_counter() - start)
 
 
+DEVICE = torch.device("cpu")
+"""Where the models run (--device); set once by main()."""
+
+
 def generate(model: transformers.PreTrainedModel, prompt: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model.generate(prompt, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
 
 
 def timed(fn: Callable[[], object]) -> float:
+    run = synchronized(fn, DEVICE)
     start = time.perf_counter()
-    fn()
+    run()
     return time.perf_counter() - start
 
 
@@ -159,13 +168,14 @@ def spread(values: list[float]) -> str:
 
 def bench_model(name: str, variants: list[str], rounds: int) -> list[str]:
     torch.manual_seed(0)
-    base = MODELS[name]().eval()
+    base = MODELS[name]().eval().to(DEVICE)
     params = sum(p.numel() for p in base.parameters()) / 1e6
     if name == "llama-trained":
         prompt = trained_llama.prompt(PROMPT_TOKENS)
     else:
         seed = torch.Generator().manual_seed(0)
         prompt = torch.randint(1, base.config.vocab_size, (1, PROMPT_TOKENS), generator=seed)
+    prompt = prompt.to(DEVICE)
     reference_tokens = generate(base, prompt)
     reference_logits = decode_logits(base, reference_tokens)
     prepared: list[Variant] = []
@@ -268,14 +278,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-sentences", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    global DEVICE
+    DEVICE = torch.device(args.device)
     lines = [f"# generate() and encode() tokens/s, {args.threads} thread(s)", "", *machine_description()]
+    if gpu_name(args.device):
+        lines.insert(2, f"- GPU: {gpu_name(args.device)}, torch CUDA {torch.version.cuda}; models on {DEVICE}")
     # machine_description names the CPU and its flags (fxopt.optimization.hardware.cpu_flags).
     lines += [f"- rounds: {args.rounds}, interleaved; median (min-max)", ""]
     for name in filter(None, args.models.split(",")):  # --models "": sentence embeddings only
         lines += bench_model(name, args.variants.split(","), args.rounds)
-    if not args.no_sentences:
+    if not args.no_sentences and DEVICE.type == "cpu":
         lines += bench_sentence_transformers(args.rounds)
     lines.append(load_line())
     text = "\n".join(lines) + "\n"

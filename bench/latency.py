@@ -105,7 +105,7 @@ from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.verification.verify import cosine_similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_description, markdown_table, write_result  # noqa: E402
+from common import gpu_name, machine_description, markdown_table, synchronized, write_result  # noqa: E402
 
 MODELS = ("minilm", "bert-base", "gpt2", "resnet50", "mobilenet-v2", "vit-base")
 QUICK_MODELS = ("minilm", "resnet50")
@@ -587,20 +587,6 @@ def run_configuration(
     return rows
 
 
-def synchronized(run: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """`run`, returning only once the device has finished its work (CUDA calls return once
-    their kernels are queued)."""
-    if device.type != "cuda":
-        return run
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        result = run(*args, **kwargs)
-        torch.cuda.synchronize(device)
-        return result
-
-    return call
-
-
 @contextmanager
 def release_compiled() -> Iterator[None]:
     """Drop what torch.compile keeps (dynamo caches) once a configuration is done with it."""
@@ -841,13 +827,6 @@ def parse_arguments() -> argparse.Namespace:
     args.budget = args.budget if args.budget is not None else (20.0 if quick else 30.0)
     args.output = args.output or ("latency_quick" if quick else "latency")
     return args
-
-
-def gpu_name(device: str) -> str:
-    """The GPU's name for reports; '' for the CPU."""
-    if torch.device(device).type != "cuda":
-        return ""
-    return torch.cuda.get_device_name(torch.device(device))
 
 
 def main() -> None:

@@ -61,10 +61,10 @@ class PyTensorOps final : public TensorOps {
     return call("from_values", values, like);
   }
   TensorInfo channels_last(const TensorInfo& a) override { return call("channels_last", a); }
-  QuantizedRows quantize_rows_int8(const TensorInfo& a) override {
+  QuantizedRows quantize_rows_int8(const TensorInfo& a, int max_level) override {
     nb::gil_scoped_acquire gil;
-    auto [values, scales] =
-        nb::cast<std::pair<nb::object, nb::object>>(impl_.attr("quantize_rows_int8")(py(a)));
+    auto [values, scales] = nb::cast<std::pair<nb::object, nb::object>>(
+        impl_.attr("quantize_rows_int8")(py(a), max_level));
     return {tensors_.add(values), tensors_.add(scales)};
   }
   QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size,

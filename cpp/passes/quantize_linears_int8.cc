@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
@@ -30,9 +31,10 @@ const char* const kFbgemm = "int8_fbgemm";
 // The weight as int8 rows and their scales, stored next to it: the module's own, or the
 // attribute the get_attr operand reads. Returns the two paths.
 std::pair<std::string, std::string> store_weight(PassContext& ctx, const LinearView& view,
-                                                 bool transposed) {
+                                                 bool transposed, int max_level) {
   Rewriter& rewriter = ctx.rewriter;
-  QuantizedRows quantized = ctx.tensors.quantize_rows_int8(*view.params.tensor("weight"));
+  QuantizedRows quantized =
+      ctx.tensors.quantize_rows_int8(*view.params.tensor("weight"), max_level);
   std::string base =
       view.weight_node ? view.weight_node->target().str() : view.module() + ".weight";
   std::string values_path = rewriter.unique_path(base + "_int8");
@@ -45,9 +47,9 @@ std::pair<std::string, std::string> store_weight(PassContext& ctx, const LinearV
 
 // One call of the packed-GEMM function, which takes x of any rank and the bias as they are.
 void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const char* engine,
-                  Arg captured) {
+                  int max_level, Arg captured) {
   Rewriter& rewriter = ctx.rewriter;
-  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/false);
+  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/false, max_level);
   Arg bias = view.has_bias() ? read_linear_tensor(rewriter, view, node, "bias") : Arg{};
   Node* y =
       ChainBuilder(rewriter, node)
@@ -60,13 +62,17 @@ void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const ch
 }  // namespace
 
 QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                                         std::string compare_with)
+                                         std::string compare_with, int fbgemm_weight_max)
     : int8_dtype_(std::move(int8_dtype)),
       keep_(std::move(keep)),
-      compare_with_(std::move(compare_with)) {
+      compare_with_(std::move(compare_with)),
+      fbgemm_weight_max_(fbgemm_weight_max) {
   if (compare_with_ != "float32" && compare_with_ != "bfloat16")
     throw std::invalid_argument(
         "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
+  if (fbgemm_weight_max_ < 1 || fbgemm_weight_max_ > 127)
+    throw std::invalid_argument("option 'fbgemm_weight_max' must be in [1, 127], not " +
+                                std::to_string(fbgemm_weight_max_));
 }
 
 std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
@@ -89,7 +95,14 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       throw std::invalid_argument("option 'compare_with' must be a dtype name");
     compare_with = dtype->as<std::string>();
   }
-  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with));
+  int fbgemm_weight_max = 127;
+  if (const Arg* level = options.find("fbgemm_weight_max")) {
+    if (!level->is<int64_t>())
+      throw std::invalid_argument("option 'fbgemm_weight_max' must be an integer");
+    fbgemm_weight_max = int(std::clamp<int64_t>(level->as<int64_t>(), 0, 128));
+  }
+  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with),
+                                               fbgemm_weight_max);
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
@@ -116,16 +129,17 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
   if (kernel == kPerToken)
     per_token_chain(ctx, node, *found, std::move(*captured));
+  else if (kernel == kOneDnn)
+    dynamic_call(ctx, node, found->view, "onednn", 127, std::move(*captured));
   else
-    dynamic_call(ctx, node, found->view, kernel == kOneDnn ? "onednn" : "fbgemm",
-                 std::move(*captured));
+    dynamic_call(ctx, node, found->view, "fbgemm", fbgemm_weight_max_, std::move(*captured));
 }
 
 void QuantizeLinearsInt8::per_token_chain(PassContext& ctx, Node* node,
                                           const QuantizableLinear& linear, Arg captured) const {
   Rewriter& rewriter = ctx.rewriter;
   const auto& [view, rank] = linear;
-  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/true);
+  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/true, 127);
   ChainBuilder chain(rewriter, node);
   Node* x = flat_linear_input(chain, view, view.input, rank);
   Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});

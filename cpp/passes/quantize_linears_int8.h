@@ -9,12 +9,12 @@
 //            %q  = aten._to_copy(aten.round(%x2 / %s), dtype=torch.int8)
 //            %y2 = aten._int_mm(%q, %w_int8) * %s * %w_int8_scale + %b
 //            %y  = aten.reshape(%y2, [*x.shape[:-1], N])       (only if x is not 2-D)
-// "int8_onednn" / "int8_fbgemm", torch's packed int8 GEMMs with one activation scale and zero
-// point per call (8-bit; 7-bit for fbgemm on a CPU without VNNI, where its sums saturate):
+// "int8_onednn" / "int8_fbgemm", torch's packed int8 GEMMs with one 8-bit activation scale and
+// zero point per call:
 //   after:   %y = fxopt.runtime.dynamic_int8.dynamic_int8_linear(%x, %w_int8, %w_int8_scale,
 //                                                                %b, "onednn" | "fbgemm")
 // with w_scale = max |W[n]| / 127 and w_int8 = round(W / w_scale) (transposed to [K, N] for
-// _int_mm), computed once (TensorOps::quantize_rows_int8) and stored next to the weight
+// _int_mm), or / "fbgemm_weight_max" for fbgemm's weights, computed once (TensorOps::quantize_rows_int8) and stored next to the weight
 // (`<weight path>_int8`, `<weight path>_int8_scale`); the original weight stays registered, so
 // reverse is exact. The packed kernels' weight layout is an object, not a tensor: the runtime
 // function packs the stored int8 values on first use, so graphs hold plain tensors only.
@@ -27,8 +27,15 @@
 // aten._int_mm took 112 ms against 2.3 ms float32). Which Linears stay in float for accuracy is
 // the calibration's answer (option "keep"), on the arithmetic of the kernel each one got.
 //
+// Without VNNI, fbgemm adds pairs of unsigned-by-signed 8-bit products in 16 bits (vpmaddubsw),
+// which saturate unless 255 * 2 * max|w_int8| fits: weights of at most 63 levels keep its sums
+// exact with full 8-bit activations, where torch's answer (7-bit activations, "reduce_range")
+// costs more accuracy (the real all-MiniLM-L6-v2 at cosine 0.999, on a CPU capped at AVX2:
+// 19 of 37 Linears kept in float32 against 32).
+//
 // Options: "int8" (the torch.int8 dtype object, opaque to the core), "keep" (names of Linear
-// nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated) and
+// nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
+// "fbgemm_weight_max" (127, or 63 on a CPU without VNNI) and
 // "compare_with" ("float32" or "bfloat16": the precision a Linear left as it is will run in,
 // bfloat16 when a lowering follows; the query's dtype, so the int8 kernels are timed against
 // that Linear, with the casts to and from float32 they then need). Skips,
@@ -50,9 +57,9 @@ namespace fxopt {
 class QuantizeLinearsInt8 final : public Pass {
  public:
   QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                      std::string compare_with = "float32");
-  // From the options {"int8": torch.int8, "keep": [node name, ...], "compare_with": dtype};
-  // throws std::invalid_argument if malformed.
+                      std::string compare_with = "float32", int fbgemm_weight_max = 127);
+  // From the options {"int8": torch.int8, "keep": [node name, ...], "compare_with": dtype,
+  // "fbgemm_weight_max": int}; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
@@ -65,6 +72,7 @@ class QuantizeLinearsInt8 final : public Pass {
   Arg int8_dtype_;
   std::vector<std::string> keep_;
   std::string compare_with_;
+  int fbgemm_weight_max_;
 };
 
 }  // namespace fxopt

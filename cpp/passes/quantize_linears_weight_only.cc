@@ -138,7 +138,7 @@ void QuantizeLinearsWeightOnly::rewrite(PassContext& ctx, Node* node) const {
   bool cast = activation_ != "float32" && !own_kernel;  // fxopt's kernel takes float32
   TensorInfo values, scales;
   if (bits_ == 8) {
-    QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight);
+    QuantizedRows quantized = ctx.tensors.quantize_rows_int8(weight, 127);
     values = quantized.values, scales = quantized.scales;
   } else {
     QuantizedGroups quantized = ctx.tensors.quantize_groups_int4(

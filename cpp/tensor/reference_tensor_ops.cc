@@ -184,15 +184,17 @@ TensorInfo ReferenceTensorOps::clone(const TensorInfo& a) {
   return copy;
 }
 
-QuantizedRows ReferenceTensorOps::quantize_rows_int8(const TensorInfo& a) {
+QuantizedRows ReferenceTensorOps::quantize_rows_int8(const TensorInfo& a, int max_level) {
   if (a.shape.size() != 2) throw std::invalid_argument("quantize_rows_int8 needs a 2-D tensor");
+  if (max_level < 1 || max_level > 127)
+    throw std::invalid_argument("quantize_rows_int8 needs max_level in [1, 127]");
   const std::vector<double>& v = values(a);
   int64_t rows = a.shape[0], cols = a.shape[1];
   std::vector<double> quantized(v.size()), scales(rows);
   for (int64_t r = 0; r < rows; ++r) {
     double peak = 0;
     for (int64_t c = 0; c < cols; ++c) peak = std::max(peak, std::abs(v[r * cols + c]));
-    scales[r] = std::max(peak / 127, double(std::numeric_limits<float>::min()));
+    scales[r] = std::max(peak / max_level, double(std::numeric_limits<float>::min()));
     for (int64_t c = 0; c < cols; ++c)
       quantized[r * cols + c] = std::nearbyint(v[r * cols + c] / scales[r]);
   }

@@ -35,7 +35,7 @@ class ReferenceTensorOps final : public TensorOps {
   }
   // Layout is not modelled here: a plain copy.
   TensorInfo channels_last(const TensorInfo& a) override { return clone(a); }
-  QuantizedRows quantize_rows_int8(const TensorInfo& a) override;
+  QuantizedRows quantize_rows_int8(const TensorInfo& a, int max_level) override;
   QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size,
                                        Int4Layout layout) override;
   // Calls `evaluator` (tests set it to their interpreter's kernels); nullopt without one.

@@ -67,7 +67,9 @@ class TensorOps {
   virtual TensorInfo clone(const TensorInfo& a) = 0;
   // A 1-D tensor holding `values`, on the device and with the dtype of `like`.
   virtual TensorInfo from_values(const std::vector<double>& values, const TensorInfo& like) = 0;
-  virtual QuantizedRows quantize_rows_int8(const TensorInfo& a) = 0;
+  // Each row r of a 2-D `a` as integers in [-max_level, max_level] (at most 127) and its scale
+  // max|a[r]| / max_level: a[r] ~ values[r] * scales[r].
+  virtual QuantizedRows quantize_rows_int8(const TensorInfo& a, int max_level) = 0;
   // Requires K divisible by group_size; kAten: N by 16 (the packing's tile); kFxopt: group_size
   // by 32.
   virtual QuantizedGroups quantize_groups_int4(const TensorInfo& a, int64_t group_size,

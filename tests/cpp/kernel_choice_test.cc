@@ -191,6 +191,48 @@ TEST_F(KernelChoiceTest, FbgemmInt8IsOnePackedCallThatReversesExactly) {
   expect_one_packed_call_that_reverses(*this, "int8_fbgemm");
 }
 
+// Without VNNI fbgemm's 16-bit pair sums saturate past 63 weight levels: its weights get at most
+// that many where the option says so, and oneDNN's keep all 127.
+TEST_F(KernelChoiceTest, FbgemmWeightsKeepTheLevelsTheOptionAllows) {
+  build_linear_gelu(8);
+  for (const auto& [kernel, levels] : {std::pair{"int8_fbgemm", 63}, {"int8_onednn", 127}}) {
+    SCOPED_TRACE(kernel);
+    FixedChooser chooser(kernel);
+    QuantizeLinearsInt8 pass(Opaque{3}, {}, "float32", 63);
+    ASSERT_EQ(run_pass(pass, program, edits, ops, kSig, false, chooser).changed.size(), 1u);
+    // The stored values and scales, as the kernel's call reads them (reversal keeps the
+    // paths of the first round taken, so the second stores under new ones).
+    const Node* call = nullptr;
+    for (const Node* node : program.graph)
+      if (node->target().str() == "fxopt.runtime.dynamic_int8.dynamic_int8_linear") call = node;
+    ASSERT_NE(call, nullptr);
+    auto stored = [&](size_t i) -> const std::vector<double>& {
+      return ops.values(program.attributes.at(call->args()[i].as<Node*>()->target().str()));
+    };
+    const std::vector<double>& weight = ops.values(program.attributes.at("fc.weight"));
+    const std::vector<double>& values = stored(1);
+    const std::vector<double>& scales = stored(2);
+    for (size_t row = 0; row < scales.size(); ++row) {
+      double peak = 0, level = 0;
+      for (size_t col = 0; col < 8; ++col) {
+        peak = std::max(peak, std::abs(weight[row * 8 + col]));
+        level = std::max(level, std::abs(values[row * 8 + col]));
+      }
+      EXPECT_EQ(level, levels);  // the largest weight of a row takes the top level
+      EXPECT_NEAR(scales[row], peak / levels, 1e-12);
+    }
+    run_pass(pass, program, edits, ops, kSig, /*reverse=*/true, chooser);
+  }
+  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float32", 0), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float32", 128), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(
+                   Dict{{{"int8", Opaque{1}}, {"fbgemm_weight_max", std::string("63")}}}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"fbgemm_weight_max", 300}}}),
+      std::invalid_argument);
+}
+
 TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {
   build_linear_gelu(16);  // a multiple of 16: what the bfloat16 kernel takes
   auto graph_before = structure();

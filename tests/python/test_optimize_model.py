@@ -97,6 +97,24 @@ def test_decode_preset_runs_prompts_with_fast_and_steps_with_weight_only_kernels
     assert fxopt.optimization.presets.get_preset("decode").prompts == "fast"
 
 
+def test_blocks_whose_graphs_measured_no_faster_get_their_own_forward_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No wrapper is left on a block with nothing faster to run (a GPU's decoding step is
+    Python-bound); a forward set on the instance before (accelerate's hooks) is put back."""
+    model = tiny_llama()
+    expected = greedy(model, PROMPT)
+    mlp = model.model.layers[0].mlp
+    own = mlp.forward
+    mlp.forward = own  # an instance attribute now, as a hooking library leaves it
+    monkeypatch.setattr(fxopt.tuning.current(), "prefers_rewrite", lambda *args: False)
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    assert optimized_blocks(model)  # they were taken over, measured, and given back
+    assert not any(isinstance(m.__dict__.get("forward"), OptimizedForward) for m in model.modules())
+    assert mlp.__dict__["forward"] == own
+    assert torch.equal(greedy(model, PROMPT), expected)
+    fxopt.restore_model(model)
+    assert mlp.__dict__["forward"] == own and torch.equal(greedy(model, PROMPT), expected)
+
+
 def test_save_pretrained_writes_the_original_weights(tmp_path: os.PathLike[str]) -> None:
     model = tiny_llama()
     state = {k: v.clone() for k, v in model.state_dict().items()}

@@ -5,9 +5,6 @@ benchmark, bench/latency.py); `fxopt.optimize` and `fxopt.preset` are the one-ca
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -18,6 +15,7 @@ from fxopt.cli import models
 from fxopt.optimization import hardware, presets
 from fxopt.tracing.dummy_inputs import split_inputs
 from fxopt.optimization import ChangePrecision
+from capped_cpu import run_capped_at_avx2
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -113,14 +111,6 @@ def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[
         assert specs == ([] if activation is None else [quantize])
         assert (presets.machine_note(name) == "") is (activation is not None)
     assert ("oneDNN capped at" in hardware.describe()) is (flags != ["avx2", "avx512_f", "avx512_vnni", "avx512_bf16"])
-
-
-def run_capped_at_avx2(script: str) -> None:
-    """Runs `script` in a fresh process (oneDNN and fxopt's kernels read the cap once, at
-    start-up) capped at AVX2, untuned; it must end by printing ok."""
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "FXOPT_TUNING": "static"}
-    run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
 
 
 def test_fast_runs_on_a_cpu_capped_at_avx2() -> None:

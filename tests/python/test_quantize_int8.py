@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import io
 
 import pytest
@@ -15,7 +16,8 @@ from torch.fx.passes.shape_prop import ShapeProp
 import fxopt
 import fxopt.engine.tensor_ops
 import fxopt.runtime.dynamic_int8
-from fxopt.optimization import QuantizeLinearsInt8
+from fxopt.optimization import QuantizeLinearsInt8, hardware
+from capped_cpu import run_capped_at_avx2
 from linear_models import assert_same_parameters, minilm, minilm_inputs, param_states
 
 INT_MM = torch.ops.aten._int_mm.default
@@ -174,6 +176,67 @@ def test_packed_weights_follow_an_in_place_change_of_the_stored_values() -> None
     first = dynamic.dynamic_int8_linear(x, values, scales, None, engine)
     values.neg_()
     torch.testing.assert_close(dynamic.dynamic_int8_linear(x, values, scales, None, engine), -first)
+
+
+def exact_dynamic_int8(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """quantized::linear_dynamic's arithmetic without overflow: x rounded to unsigned 8 bits with
+    one scale and zero point over [min(x, 0), max(x, 0)], integer products summed in float64."""
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = (high - low) / 255
+    zero = round(-low / scale)
+    q = torch.clamp(torch.round(x.double() / scale) + zero, 0, 255) - zero
+    return ((q @ values.double().t()) * scale * scales.double()).float()
+
+
+def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
+    """fbgemm's AVX2 kernels add pairs of u8 x s8 products in 16 bits: 127-level weights
+    saturate them on large activations, 63-level ones (the pass's choice there) stay exact with
+    all 8 bits of activations; a graph quantized with 127 levels elsewhere falls back to 7-bit
+    activations (torch's reduce_range) rather than saturate."""
+    script = "import torch\n" + inspect.getsource(exact_dynamic_int8) + (
+        "import torch, fxopt\n"
+        "from fxopt.runtime import dynamic_int8\n"
+        "from fxopt.optimization import QuantizeLinearsInt8\n"
+        "from fxopt.engine.tensor_ops import TorchTensorOps\n"
+        "assert dynamic_int8.weight_max('fbgemm') == 63 and dynamic_int8.weight_max('onednn') == 127\n"
+        "assert QuantizeLinearsInt8().core_options()['fbgemm_weight_max'] == 63\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x = torch.rand(16, 256, generator=g) * 4  # all positive: the pairs' sums peak\n"
+        "weight = torch.randn(32, 256, generator=g)\n"
+        "run = lambda values, scales: dynamic_int8.dynamic_int8_linear(x, values, scales, None, 'fbgemm')\n"
+        "values, scales = TorchTensorOps().quantize_rows_int8(weight, 63)\n"
+        "assert int(values.abs().max()) == 63\n"
+        "torch.testing.assert_close(run(values, scales), exact_dynamic_int8(x, values, scales), rtol=1e-5, atol=1e-4)\n"
+        "values, scales = TorchTensorOps().quantize_rows_int8(weight)\n"
+        "assert dynamic_int8._pack(values, scales, None, 'fbgemm')[1]  # reduce_range for these\n"
+        "error = (run(values, scales) - x @ weight.t()).norm() / (x @ weight.t()).norm()\n"
+        "assert error < 0.02, error\n"
+        "print('ok')\n"
+    )
+    run_capped_at_avx2(script)
+
+
+def test_fbgemm_weight_levels_follow_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    dynamic = fxopt.runtime.dynamic_int8
+    monkeypatch.delenv("FBGEMM_ENABLE_INSTRUCTIONS", raising=False)
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: ["avx2", "avx512_f", "avx512_vnni"])
+    assert dynamic.weight_max("fbgemm") == 127
+    monkeypatch.setenv("FBGEMM_ENABLE_INSTRUCTIONS", "avx512")  # fbgemm's own cap, no VNNI
+    assert dynamic.weight_max("fbgemm") == 63
+    monkeypatch.delenv("FBGEMM_ENABLE_INSTRUCTIONS")
+    # fbgemm has VNNI kernels for AVX-512 only: AVX-VNNI and AMX leave it on vpmaddubsw.
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: ["avx2", "avx_vnni", "amx_int8"])
+    assert dynamic.weight_max("fbgemm") == 63 and dynamic.weight_max("onednn") == 127
+    weight, x = torch.randn(8, 16), torch.randn(4, 16)
+    values, scales = fxopt.engine.tensor_ops.TorchTensorOps().quantize_rows_int8(weight, 63)
+    assert int(values.abs().max()) == 63
+    torch.testing.assert_close(values.float() * scales[:, None], weight, rtol=0, atol=float(scales.max()) / 2 + 1e-7)
+    if dynamic.available("fbgemm"):  # these run exactly on any CPU: no fallback needed
+        assert dynamic._pack(values, scales, None, "fbgemm")[1] is False
+        torch.testing.assert_close(
+            dynamic.dynamic_int8_linear(x, values, scales, None, "fbgemm"), exact_dynamic_int8(x, values, scales),
+            rtol=1e-5, atol=1e-5,
+        )
 
 
 def test_calibration_runs_the_kernel_each_linear_gets(minilm: transformers.BertModel) -> None:

@@ -76,9 +76,9 @@ class TorchTensorOps:
         # Not _own: its contiguous() would undo the layout.
         return a.detach().clone(memory_format=torch.channels_last)
 
-    def quantize_rows_int8(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def quantize_rows_int8(self, a: torch.Tensor, max_level: int = 127) -> tuple[torch.Tensor, torch.Tensor]:
         t = a.detach()
-        scales = (t.abs().amax(1) / 127).clamp_min(torch.finfo(torch.float32).tiny).float()
+        scales = (t.abs().amax(1) / max_level).clamp_min(torch.finfo(torch.float32).tiny).float()
         values = torch.round(t / scales[:, None]).to(torch.int8)
         return _own(values), _own(scales)
 

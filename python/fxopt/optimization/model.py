@@ -62,11 +62,17 @@ class OptimizedForward:
     class (decoding step or not), or the original forward where that measured faster.
 
     Graphs are built on first use of each class; preparing a prefill-sized input prepares the
-    one-token class too (its first rows), so decoding starts with nothing left to prepare.
+    one-token class too (its first rows), so decoding starts with nothing left to prepare. Where
+    both classes measured no faster than the block's own forward, the block gets that forward
+    back: a decoding step calls dozens of blocks, and on a GPU, where a step is launch- and
+    Python-bound, this wrapper's few microseconds a call are what it would cost.
     """
 
     def __init__(self, module: nn.Module, traced: GraphModule, preset: str) -> None:
-        self.original = module.forward  # the bound method, restored by restore_model
+        self.module = module
+        self.original = module.forward  # restored by uninstall
+        # A forward set on the instance (accelerate's hooks do) is put back, not deleted.
+        self.instance_forward = "forward" in module.__dict__
         self.traced = traced
         self.traced_code = traced.code
         self.preset = preset
@@ -84,7 +90,18 @@ class OptimizedForward:
                 step = x.narrow(-2, 0, 1)
                 if _size_class(step) not in self.graphs:
                     self.graphs[_size_class(step)] = self._prepare(step)
+            if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
+                self.uninstall()  # nothing left to run here: see the class
         return run(x)
+
+    def uninstall(self) -> None:
+        """Gives the block the forward it had before, if it still runs this one."""
+        if self.module.__dict__.get("forward") is not self:
+            return
+        if self.instance_forward:
+            self.module.__dict__["forward"] = self.original
+        else:
+            del self.module.__dict__["forward"]
 
     def _prepare(self, x: torch.Tensor) -> Any:
         """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
@@ -209,9 +226,9 @@ def optimized_blocks(model: nn.Module) -> tuple[str, ...]:
 def restore_model(model: ModelT) -> ModelT:
     """`model` with its original forwards back (weights were never changed); returns it."""
     for name in optimized_blocks(model):
-        block = model.get_submodule(name)
-        if isinstance(block.__dict__.get("forward"), OptimizedForward):
-            del block.__dict__["forward"]
+        forward = model.get_submodule(name).__dict__.get("forward")
+        if isinstance(forward, OptimizedForward):
+            forward.uninstall()
     if _MARK in model.__dict__:
         del model.__dict__[_MARK]
     hook = model.__dict__.pop(_KV_HOOK, None)

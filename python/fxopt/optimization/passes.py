@@ -12,6 +12,7 @@ from torch.fx import GraphModule
 from .hardware import fast_bfloat16_cpu, onednn_conv_available, onednn_dtypes, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
+from ..runtime import dynamic_int8
 from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .calibrated import CalibratedPass
@@ -387,7 +388,9 @@ class QuantizeLinearsInt8(CalibratedPass):
     """Float32 Linears become int8 matrix products with activations quantized at run time.
 
     Opt-in and not computation-preserving. Each Linear's weight is quantized once per output
-    channel (symmetric, ``max|W[n]| / 127``) and stored as int8 next to the original
+    channel (symmetric, ``max|W[n]| / 127``; ``/ 63`` for fbgemm on a CPU without VNNI, whose
+    16-bit sums would otherwise saturate, so activations keep all 8 bits) and stored as int8 next
+    to the original
     (``<weight path>_int8`` and ``_int8_scale``). Which int8 kernel each Linear gets, or none,
     is measured on this CPU (``fxopt.tuning``; the report lists the choices):
     ``int8_per_token`` (every token gets its own activation scale, rounded in ATen ops and
@@ -434,7 +437,12 @@ class QuantizeLinearsInt8(CalibratedPass):
         self._keep = tuple(kept or ())  # None: no Linear goes int8 here, as the pass will report
 
     def core_options(self) -> dict[str, Any]:
-        return {"int8": torch.int8, "keep": list(self._keep), "compare_with": dtype_name(self.compare_with)}
+        return {
+            "int8": torch.int8,
+            "keep": list(self._keep),
+            "compare_with": dtype_name(self.compare_with),
+            "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),
+        }
 
     @classmethod
     def calibrated(

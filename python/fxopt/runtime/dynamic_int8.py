@@ -5,6 +5,8 @@ with one scale per output channel and has the graph call :func:`dynamic_int8_lin
 engine the kernel chooser measured fastest here: ``onednn`` (AMX / VNNI kernels) or ``fbgemm``.
 Each call quantizes its input to unsigned 8 bits with one scale and zero point for the whole
 tensor (``quantized::linear_dynamic``), multiplies in int8 and returns float32, bias included.
+Where fbgemm has no VNNI its 16-bit sums would saturate: the pass then stores weights of at most
+63 levels (:func:`weight_max`), which keep them exact.
 
 The engines take their weights pre-packed in their own layout, an object the graph cannot hold
 as a tensor: it is packed on the first call and kept while the stored values live
@@ -14,6 +16,7 @@ the CPU it then runs on.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -37,17 +40,36 @@ def available(engine: str) -> bool:
     )
 
 
-def reduce_range(engine: str) -> bool:
-    """Whether `engine` must quantize activations to 7 bits here: fbgemm multiplies unsigned by
-    signed 8-bit values in 16-bit sums (vpmaddubsw), which saturate without VNNI / AMX."""
-    return engine == "fbgemm" and not hardware.fast_int8_cpu()
+_FBGEMM_WITHOUT_VNNI = ("AVX2", "AVX512", "AVX512_256")
+"""Values of fbgemm's own ISA cap (FBGEMM_ENABLE_INSTRUCTIONS) that leave out its VNNI kernels."""
 
 
-_PACKED: PackCache[Any] = PackCache()
+def _sums_saturate(engine: str) -> bool:
+    """Whether `engine` adds pairs of unsigned-by-signed 8-bit products in 16 bits here, which
+    saturate unless 255 * 2 * max|w| <= 32767: fbgemm's kernels other than AVX512-VNNI ones
+    (vpmaddubsw; it has none for AVX-VNNI or AMX)."""
+    if engine != "fbgemm":
+        return False
+    capped = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "").upper() in _FBGEMM_WITHOUT_VNNI
+    return capped or "avx512_vnni" not in hardware.cpu_flags()
 
 
-def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, engine: str) -> Any:
-    def make() -> Any:
+def weight_max(engine: str) -> int:
+    """The largest |value| `QuantizeLinearsInt8` gives an int8 weight that `engine` multiplies
+    here: 63 where its 16-bit sums would saturate, so that activations keep all 8 bits (torch's
+    own answer, 7-bit activations, costs more accuracy: docs/benchmarks.md); else 127."""
+    return 63 if _sums_saturate(engine) else 127
+
+
+_PACKED: PackCache[tuple[Any, bool]] = PackCache()
+
+
+def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, engine: str) -> tuple[Any, bool]:
+    """The packed weight and whether its activations must be quantized to 7 bits
+    (``reduce_range``): only where the sums saturate and the weight exceeds 64 levels, a graph
+    quantized on a CPU with VNNI and run on one without."""
+
+    def make() -> tuple[Any, bool]:
         previous = torch.backends.quantized.engine
         try:
             torch.backends.quantized.engine = engine
@@ -56,7 +78,8 @@ def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
                 weight = torch._make_per_channel_quantized_tensor(
                     values, scales.double(), torch.zeros_like(scales, dtype=torch.long), 0
                 )
-                return torch.ops.quantized.linear_prepack(weight, None if bias is None else bias.float())
+                packed = torch.ops.quantized.linear_prepack(weight, None if bias is None else bias.float())
+            return packed, _sums_saturate(engine) and int(values.abs().max()) > 64
         finally:
             torch.backends.quantized.engine = previous
 
@@ -73,4 +96,5 @@ def dynamic_int8_linear(
     any rank [..., K]. The result is float32 [..., N].
     """
     with torch.no_grad():  # the packed kernels have no autograd formula; inference only
-        return torch.ops.quantized.linear_dynamic(x, _pack(values, scales, bias, engine), reduce_range(engine))
+        packed, reduce_range = _pack(values, scales, bias, engine)
+        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)

@@ -140,10 +140,11 @@ def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) ->
     (cpp/passes/quantize_linears_int8.h), as a function of x: the weight quantized as the pass
     quantizes it, the activations at run time as the graph does. Calibration runs it to see the
     error each Linear will have; timing runs it to see its speed."""
-    values, scales = _WEIGHTS.quantize_rows_int8(weight)
     if kernel != "int8_per_token":
         engine = kernel.removeprefix("int8_")
+        values, scales = _WEIGHTS.quantize_rows_int8(weight, dynamic_int8.weight_max(engine))
         return lambda x: dynamic_int8.dynamic_int8_linear(x, values, scales, bias, engine)
+    values, scales = _WEIGHTS.quantize_rows_int8(weight)
     packed = values.t().contiguous()
 
     def per_token(x: torch.Tensor) -> torch.Tensor:
