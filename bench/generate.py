@@ -113,8 +113,9 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     elif name.startswith("fxopt-"):
         preset, copying_cache = name.removeprefix("fxopt-").removesuffix("-catkv"), name.endswith("-catkv")
         fxopt.optimize_model(model, preset, calibration=prompt)
-        if copying_cache:  # the ablation: transformers' own cache, which copies itself every step
-            model.__dict__["_fxopt_kv_cache_hook"].remove()
+        hook = model.__dict__.get("_fxopt_kv_cache_hook")  # installed for a CPU model only
+        if copying_cache and hook is not None:  # the ablation: transformers' cache, copying itself
+            hook.remove()
     elif name == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
         generate(model, prompt)  # compiles prefill and decode graphs

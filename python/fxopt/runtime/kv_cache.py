@@ -13,7 +13,8 @@ replaced the keys, or when the buffers are full, the next step starts new buffer
 kept from an earlier step (a beam, a user's copy) sees the same values a `torch.cat` result
 would, and the attention reads the same numbers: generate()'s tokens and logits are identical.
 
-`optimize_model` installs it with a forward pre-hook on the model that changes the class of each
+`optimize_model` installs it, for a model on the CPU (on a GPU the copies are cheap and the
+hook's Python is not), with a forward pre-hook on the model that changes the class of each
 `DynamicLayer` of the cache passed in (subclasses, such as sliding-window layers, are left
 alone); transformers is never imported here: a model that is not a transformers one has no such
 cache.
