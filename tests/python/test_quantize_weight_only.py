@@ -154,6 +154,21 @@ def test_fxopts_kernels_split_rows_over_threads_with_the_same_results() -> None:
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
+@pytest.mark.parametrize("max_level", [127, 63])
+def test_rows_quantize_to_their_definition_in_blocks(max_level: int) -> None:
+    """quantize_rows_int8 works a few rows at a time: blocks and a partial last one give what the
+    whole-weight formula gives, a zero row included."""
+    from fxopt.engine import tensor_ops
+
+    weight = torch.randn(tensor_ops._QUANTIZE_BLOCK // 96 * 3 + 5, 96) * 3
+    weight[7] = 0
+    values, scales = tensor_ops.TorchTensorOps().quantize_rows_int8(weight, max_level)
+    expected_scales = (weight.abs().amax(1) / max_level).clamp_min(torch.finfo(torch.float32).tiny)
+    assert torch.equal(scales, expected_scales)
+    assert torch.equal(values, torch.round(weight / expected_scales[:, None]).to(torch.int8))
+    assert int(values.abs().amax()) == max_level and not values[7].any()
+
+
 def test_fxopts_int4_kernel_refuses_what_it_cannot_read() -> None:
     from fxopt.runtime.int4_weight_linear import int4_weight_linear
 
