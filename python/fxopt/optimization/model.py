@@ -111,9 +111,11 @@ class OptimizedForward:
         graph = GraphModule(self.traced, copy.deepcopy(self.traced.graph))
         _own_modules(graph)
         with torch.no_grad():
-            if not _same(graph(x), self.original(x)):
+            # One run of the graph both records sizes and dtypes, which the passes need, and
+            # gives its output to compare (GPT-2's prompt: a forward of each block saved).
+            traced = ShapeProp(graph).propagate(x)
+            if not _same(traced, self.original(x)):
                 return self.original
-        ShapeProp(graph).propagate(x)  # ranks and dtypes, which some passes need
         name = self.preset if _size_class(x)[2] else self.prompt_preset
         transformation: Transformation = build_preset(name, inplace=True, device=x.device)
         optimized = transformation(graph)
