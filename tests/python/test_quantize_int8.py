@@ -198,6 +198,8 @@ def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
         "from fxopt.runtime import dynamic_int8\n"
         "from fxopt.optimization import QuantizeLinearsInt8\n"
         "from fxopt.engine.tensor_ops import TorchTensorOps\n"
+        "from fxopt.optimization import hardware\n"
+        "assert 'fbgemm capped at AVX2' in hardware.describe()  # what benchmark headers print\n"
         "assert dynamic_int8.weight_max('fbgemm') == 63 and dynamic_int8.weight_max('onednn') == 127\n"
         "assert QuantizeLinearsInt8().core_options()['fbgemm_weight_max'] == 63\n"
         "g = torch.Generator().manual_seed(0)\n"

@@ -111,6 +111,14 @@ def onednn_isa_cap() -> str | None:
     return None
 
 
+def fbgemm_isa_cap() -> str | None:
+    """The instruction set fbgemm is confined to by its own variable, `FBGEMM_ENABLE_INSTRUCTIONS`
+    (AVX2, AVX512, AVX512_E1 for VNNI, ...), None if unset: oneDNN's cap does not reach it, so
+    emulating an AVX2-only CPU takes both."""
+    value = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "").strip().upper()
+    return value or None
+
+
 def cpu_flags() -> list[str]:
     """The flags of BENCH_FLAGS this CPU has, less those `onednn_isa_cap` rules out."""
     caps = capabilities()
@@ -162,6 +170,7 @@ def describe() -> str:
         if present
     ]
     capped = f"; oneDNN capped at {cap}" if (cap := onednn_isa_cap()) else ""
+    capped += f"; fbgemm capped at {cap}" if (cap := fbgemm_isa_cap()) else ""
     return f"{cpu_model()} ({', '.join(cpu_flags()) or 'no AVX2'}{capped}), fast paths: {', '.join(flags) or 'none'}"
 
 

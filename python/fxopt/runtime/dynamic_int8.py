@@ -16,7 +16,6 @@ the CPU it then runs on.
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -41,7 +40,7 @@ def available(engine: str) -> bool:
 
 
 _FBGEMM_WITHOUT_VNNI = ("AVX2", "AVX512", "AVX512_256")
-"""Values of fbgemm's own ISA cap (FBGEMM_ENABLE_INSTRUCTIONS) that leave out its VNNI kernels."""
+"""Values of fbgemm's own ISA cap (hardware.fbgemm_isa_cap) that leave out its VNNI kernels."""
 
 
 def _sums_saturate(engine: str) -> bool:
@@ -50,8 +49,7 @@ def _sums_saturate(engine: str) -> bool:
     (vpmaddubsw; it has none for AVX-VNNI or AMX)."""
     if engine != "fbgemm":
         return False
-    capped = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "").upper() in _FBGEMM_WITHOUT_VNNI
-    return capped or "avx512_vnni" not in hardware.cpu_flags()
+    return hardware.fbgemm_isa_cap() in _FBGEMM_WITHOUT_VNNI or "avx512_vnni" not in hardware.cpu_flags()
 
 
 def weight_max(engine: str) -> int:
