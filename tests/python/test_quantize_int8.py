@@ -218,6 +218,36 @@ def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
     run_capped_at_avx2(script)
 
 
+def test_fast_with_calibration_keeps_its_bound_on_an_avx2_only_cpu() -> None:
+    """The calibrated `fast` preset on the real MiniLM where fbgemm has no VNNI: its int8
+    Linears get 63-level weights and 8-bit activations, calibrated to the preset's whole 0.999
+    (no bfloat16 lowering follows), which holds on held-out sentences."""
+    script = (
+        "import functools, torch, fxopt\n"
+        "from fxopt.cli.models import _minilm\n"
+        "from fxopt.cli.sentences import CALIBRATION, HELD_OUT, minilm_batch\n"
+        "from fxopt.runtime import dynamic_int8\n"
+        "from fxopt.optimization import presets\n"
+        "spec = 'QuantizeLinearsInt8(calibrate=True, min_cosine=0.999, compare_with=float32)'\n"
+        "assert spec in presets.preset_passes('fast'), presets.preset_passes('fast')\n"
+        "model = _minilm().eval()\n"
+        "calibration = minilm_batch(CALIBRATION[:8], 32)\n"
+        "held_out = [minilm_batch(HELD_OUT[i : i + 4], 32) for i in (0, 4)]\n"
+        "with fxopt.tuning.pinned(int8_linear='int8_fbgemm'):\n"
+        "    gm = fxopt.optimize(model, 'fast', example_inputs=calibration, calibration=calibration,\n"
+        "                        held_out=held_out)\n"
+        "calls = gm.graph.find_nodes(op='call_function', target=dynamic_int8.dynamic_int8_linear)\n"
+        "assert 0 < len(calls) < 37 and {c.args[-1] for c in calls} == {'fbgemm'}, len(calls)\n"
+        "stored = [functools.reduce(getattr, c.args[1].target.split('.'), gm) for c in calls]\n"
+        "assert max(int(v.abs().max()) for v in stored) == 63\n"
+        "for inputs in (calibration, *held_out):\n"
+        "    report = fxopt.verify(model, gm, inputs)\n"
+        "    assert report.min_cosine is not None and report.min_cosine >= 0.999, report.min_cosine\n"
+        "print('ok')\n"
+    )
+    run_capped_at_avx2(script)
+
+
 def test_fbgemm_weight_levels_follow_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     dynamic = fxopt.runtime.dynamic_int8
     monkeypatch.delenv("FBGEMM_ENABLE_INSTRUCTIONS", raising=False)
