@@ -24,9 +24,9 @@
 //
 // AVX-512 with VNNI chosen at run time (groups of 32 take their four scales per 128 columns in
 // one load), else AVX2 (the same products through vpmaddubsw and vpmaddwd, 64 columns a step),
-// plain C++ with the same integer products elsewhere; four output channels per block with a
-// later block prefetched into L2, output channels split over `threads` threads
-// (kernels/row_split.h).
+// plain C++ with the same integer products elsewhere; eight output channels per block with
+// AVX-512 (four with AVX2, which is compute-bound there), a later block's values and parameters
+// prefetched into L2, output channels split over `threads` threads (kernels/row_split.h).
 #pragma once
 
 #include <cstdint>

@@ -339,8 +339,8 @@ struct Int4Case {
 };
 
 TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
-  // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 40003: blocks of 4 and a tail of
-  // 3, enough weight bytes (3.2 MB of int4, 5.1 MB of int8) that two threads share the parts.
+  // 3 rows, k = 128 in groups of 64 (two runs of 32 each), n = 40003: blocks of 8 (AVX-512) or
+  // 4 (AVX2) and a tail of 3, enough weight bytes (3.2 MB of int4, 5.1 MB of int8) that two threads share the parts.
   Int4Case c(3, 128, 64, 40003);
   std::vector<float> y = c.run(1);
   c.expect_definition(y);
@@ -355,12 +355,13 @@ TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
 
 TEST(Int4WeightMm, MatchesItsDefinitionForEveryGroupAndPartialBlock) {
   // Groups of 32 (four scales per 128 columns in one load) and of 96 and 160 (one per run);
-  // k past the last whole 128 columns by 32, 64 and 96; one or two activation rows.
+  // k past the last whole 128 columns by 32, 64 and 96; one or two activation rows; 13 channels:
+  // a block of 8, one of 4 and a single one.
   for (auto [k, group] : std::vector<std::pair<int64_t, int64_t>>{
            {128, 32}, {160, 32}, {192, 32}, {224, 32}, {768, 32}, {96, 96}, {480, 160}}) {
     SCOPED_TRACE("k " + std::to_string(k) + ", group " + std::to_string(group));
     for (int64_t rows : {1, 2}) {
-      Int4Case c(rows, k, group, 9);
+      Int4Case c(rows, k, group, 13);
       c.expect_definition(c.run(1));
     }
   }
