@@ -130,6 +130,54 @@ def test_the_in_place_kv_cache_is_for_cpu_models(monkeypatch: pytest.MonkeyPatch
     fxopt.restore_model(model)
 
 
+def graph_tensors(forward: OptimizedForward, key: tuple[int, torch.dtype, bool]) -> dict[str, torch.Tensor]:
+    graph = forward.graphs[key].__self__
+    return {name: t for name, t in graph.state_dict(keep_vars=True).items()} | {
+        f"{path}.{name}".lstrip("."): value
+        for path, module in graph.named_modules()
+        for name, value in vars(module).items()
+        if isinstance(value, torch.Tensor)
+    }
+
+
+@pytest.mark.parametrize("preset", ["default", "decode"])
+def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str) -> None:
+    """The float32 weights a pass replaced (by transposed, int8 or bfloat16 copies) are not kept:
+    these graphs are never reversed. And a copy both size classes' graphs made (GPT-2's
+    transposed Conv1D weight) is one tensor: GPT-2 held 1.0 GB of new tensors under `decode`,
+    0.35 GB now."""
+    from conftest import tiny_gpt2_config
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(tiny_gpt2_config()).eval()
+    prompt = torch.randint(1, 100, (1, 12))
+    expected = greedy(model, prompt)
+    with torch.no_grad():
+        reference = model(prompt).logits
+    fxopt.optimize_model(model, preset, calibration=prompt)
+    forward = model.transformer.h[0].mlp.forward
+    assert isinstance(forward, OptimizedForward)
+    prompt_key, step_key = sorted(forward.graphs, key=lambda key: key[2])  # many rows, then few
+    held = {key: graph_tensors(forward, key) for key in (prompt_key, step_key)}
+    for key, tensors in held.items():
+        code = forward.graphs[key].__self__.code
+        read = {str(n.target) for n in forward.graphs[key].__self__.graph.nodes if n.op == "get_attr"}
+        assert set(tensors) == read, (set(tensors) ^ read, code)
+    own = {id(p) for p in model.parameters()}
+    made = [{id(t) for t in tensors.values() if id(t) not in own} for tensors in held.values()]
+    if preset == "default":  # both graphs read the same transposed float32 weights: one copy
+        assert made[0] and made[0] == made[1]
+    else:  # bfloat16 for prompts, int8 for steps: nothing float32 of the passes' is left
+        assert not made[0] & made[1]
+        assert all(t.dtype != torch.float32 or id(t) in own for t in held[step_key].values() if t.dim() == 2)
+    with torch.no_grad():
+        logits = model(prompt).logits
+    cosine = torch.nn.functional.cosine_similarity(logits.flatten(), reference.flatten(), dim=0)
+    assert cosine > 0.999
+    if preset == "default":
+        assert torch.equal(greedy(model, prompt), expected)
+
+
 def test_save_pretrained_writes_the_original_weights(tmp_path: os.PathLike[str]) -> None:
     model = tiny_llama()
     state = {k: v.clone() for k, v in model.state_dict().items()}
