@@ -127,15 +127,16 @@ class OptimizedForward:
             return self.original
         bridge.detach(optimized)  # its session's tensor table would keep what follows alive
         _drop_unread_tensors(optimized)
-        _share_tensors(optimized, self.tensors, self.own)
         # The forward itself: nn.Module.__call__'s hook handling costs more than a decoding
         # step's small graphs save, and nobody can register hooks on these private graphs.
         run = optimized.forward
         # Timed once per machine, block code and input shape (the chooser's cache).
         codes = [_digest(self.traced_code), _digest(optimized.code)]
         key = json.dumps(["optimize_model", *codes, list(x.shape), str(x.dtype)])
-        faster = tuning.current().prefers_rewrite(key, lambda: run(x), lambda: self.original(x))
-        return run if faster else self.original
+        if not tuning.current().prefers_rewrite(key, lambda: run(x), lambda: self.original(x)):
+            return self.original
+        _share_tensors(optimized, self.tensors, self.own)  # a graph kept: nothing held in vain
+        return run
 
 
 def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
