@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "kernels/decode_attention.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
 
@@ -54,6 +55,19 @@ void bind_kernels(nb::module_& m) {
       nb::arg("q"), nb::arg("n"), nb::arg("k"), nb::arg("packed"),
       nb::call_guard<nb::gil_scoped_release>(),
       "packed[n, k / 2] = q[n, k] (uint8 values in [0, 15]) in int4_weight_mm's layout.");
+  m.def(
+      "decode_attention",
+      [](uintptr_t q, int64_t heads, int64_t d, uintptr_t k, uintptr_t v, int64_t kv_heads,
+         int64_t length, int64_t head_stride, float scale, uintptr_t out, int threads) {
+        decode_attention(at<const float>(q), heads, d, at<const float>(k), at<const float>(v),
+                         kv_heads, length, head_stride, scale, at<float>(out), threads);
+      },
+      nb::arg("q"), nb::arg("heads"), nb::arg("d"), nb::arg("k"), nb::arg("v"), nb::arg("kv_heads"),
+      nb::arg("length"), nb::arg("head_stride"), nb::arg("scale"), nb::arg("out"),
+      nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against "
+      "kv_heads blocks of length rows of keys and values, head_stride floats apart "
+      "(kernels/decode_attention.h); arguments are data addresses.");
 }
 
 }  // namespace fxopt::bindings

@@ -204,3 +204,8 @@ def int4_pack_rows(q: int, n: int, k: int, packed: int) -> None:
     """
     packed[n, k / 2] = q[n, k] (uint8 values in [0, 15]) in int4_weight_mm's layout.
     """
+
+def decode_attention(q: int, heads: int, d: int, k: int, v: int, kv_heads: int, length: int, head_stride: int, scale: float, out: int, threads: int) -> None:
+    """
+    out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against kv_heads blocks of length rows of keys and values, head_stride floats apart (kernels/decode_attention.h); arguments are data addresses.
+    """

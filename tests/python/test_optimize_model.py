@@ -178,6 +178,70 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str) -> N
         assert torch.equal(greedy(model, prompt), expected)
 
 
+def test_decoding_attention_kernel_matches_sdpa() -> None:
+    """One query row per head against a cache buffer's view (room past the rows written),
+    grouped-query heads; None where the kernel does not apply."""
+    from fxopt.runtime.decode_attention import decode_attention
+
+    torch.manual_seed(0)
+    for heads, kv_heads, d in ((12, 12, 64), (8, 2, 64), (4, 1, 80)):
+        query = torch.randn(1, heads, 1, d)
+        buffer_k, buffer_v = torch.randn(2, 1, kv_heads, 300, d)
+        key, value = buffer_k[:, :, :190], buffer_v[:, :, :190]
+        expected = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, scale=0.3, enable_gqa=kv_heads != heads
+        )
+        out = decode_attention(query, key, value, 0.3)
+        assert out is not None and out.shape == (1, 1, heads, d)
+        torch.testing.assert_close(out, expected.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    assert decode_attention(torch.randn(2, 4, 1, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), 1.0) is None
+    assert decode_attention(torch.randn(1, 4, 3, 8), torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8), 1.0) is None
+    half = torch.randn(1, 4, 5, 8, dtype=torch.bfloat16)
+    assert decode_attention(torch.randn(1, 4, 1, 8, dtype=torch.bfloat16), half, half, 1.0) is None
+
+
+def test_decoding_presets_run_one_token_attention_through_fxopts_kernel(tmp_path: os.PathLike[str]) -> None:
+    """Under `decode` a step's attention is fxopt's kernel (prompts keep SDPA), the logits those
+    of the same graphs with SDPA to float32 rounding; restore_model and save_pretrained see the
+    model's own attention implementation."""
+    from fxopt.runtime import decode_attention
+
+    model, with_sdpa = tiny_llama(), tiny_llama()
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    fxopt.optimize_model(with_sdpa, "decode", calibration=PROMPT)
+    assert model.config._attn_implementation == decode_attention.NAME
+    with_sdpa.set_attn_implementation("sdpa")
+    tokens = greedy(model, PROMPT, 24)
+    calls = []
+    kernel = decode_attention.decode_attention
+    try:
+        def counted(*args: torch.Tensor | float) -> torch.Tensor | None:
+            out = kernel(*args)  # type: ignore[arg-type]
+            calls.append(out is not None)
+            return out
+
+        decode_attention.decode_attention = counted  # type: ignore[assignment]
+        with torch.no_grad():
+            out = model(tokens[:, :12], use_cache=True)
+            cache = out.past_key_values
+            steps = [model(tokens[:, t : t + 1], past_key_values=cache, use_cache=True).logits for t in range(12, 20)]
+    finally:
+        decode_attention.decode_attention = kernel
+    assert sum(calls) == 8 * model.config.num_hidden_layers  # the steps' ran it, not the prompt's
+    with torch.no_grad():
+        out = with_sdpa(tokens[:, :12], use_cache=True)
+        cache = out.past_key_values
+        expected = [with_sdpa(tokens[:, t : t + 1], past_key_values=cache, use_cache=True).logits for t in range(12, 20)]
+    torch.testing.assert_close(torch.cat(steps), torch.cat(expected), rtol=1e-4, atol=1e-5)
+    model.save_pretrained(tmp_path)
+    config = open(os.path.join(tmp_path, "config.json")).read()
+    assert decode_attention.NAME not in config
+    fxopt.restore_model(model)
+    assert model.config._attn_implementation == "sdpa"
+    fxopt.optimize_model(with_sdpa := tiny_llama(), "default")
+    assert with_sdpa.config._attn_implementation == "sdpa"  # the preserving preset keeps SDPA
+
+
 def test_save_pretrained_writes_the_original_weights(tmp_path: os.PathLike[str]) -> None:
     model = tiny_llama()
     state = {k: v.clone() for k, v in model.state_dict().items()}

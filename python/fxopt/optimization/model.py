@@ -36,7 +36,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from .. import tuning
 from ..engine import bridge
-from ..runtime import kv_cache
+from ..runtime import decode_attention, kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
 from . import hardware
@@ -48,6 +48,10 @@ ModelT = TypeVar("ModelT", bound=nn.Module)
 
 _MARK = "_fxopt_optimized_blocks"
 """Attribute of an optimized model: the names of the blocks whose forward fxopt replaced."""
+
+_ATTENTION = "_fxopt_attention"
+"""Attribute of an optimized model whose one-token attention runs fxopt's kernel: the attention
+implementation it had before (runtime/decode_attention.py)."""
 
 _KV_HOOK = "_fxopt_kv_cache_hook"
 """Attribute of an optimized model: the handle of its forward pre-hook that makes the
@@ -271,6 +275,8 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     if hardware.model_device(model).type == "cpu":
         hook = model.register_forward_pre_hook(kv_cache.grow_in_place, with_kwargs=True)
         object.__setattr__(model, _KV_HOOK, hook)
+        if get_preset(preset).decode_attention and (previous := decode_attention.install(model)):
+            object.__setattr__(model, _ATTENTION, previous)
     if calibration is not None:
         with torch.no_grad():
             if isinstance(calibration, Mapping):
@@ -298,4 +304,7 @@ def restore_model(model: ModelT) -> ModelT:
     hook = model.__dict__.pop(_KV_HOOK, None)
     if hook is not None:
         hook.remove()
+    previous = model.__dict__.pop(_ATTENTION, None)
+    if previous is not None:
+        decode_attention.uninstall(model, previous)
     return model

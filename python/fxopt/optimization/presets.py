@@ -148,6 +148,10 @@ class Preset:
     prompts: str | None = None
     """The preset `optimize_model` runs instead on a block's graphs for many tokens at once (a
     prompt), where this one is made for decoding steps; None: this one throughout."""
+    decode_attention: bool = False
+    """Whether `optimize_model` runs a CPU model's one-token attention steps through fxopt's
+    kernel (runtime/decode_attention.py) instead of SDPA: not bit-identical to it, so only for
+    presets that declare an accuracy."""
 
 
 def _preserving_builtins(device: torch.device) -> list[str]:
@@ -341,6 +345,7 @@ PRESETS: dict[str, Preset] = {
         # weights, is their cost, where bfloat16 pays and weight-only kernels do not (the chooser
         # kept float32 for every prompt-sized Linear of the bench's Llama and GPT-2).
         prompts="fast",
+        decode_attention=True,
     ),
     "decode-int4": Preset(
         "decode-int4",
@@ -353,6 +358,7 @@ PRESETS: dict[str, Preset] = {
         Accuracy(min_cosine=0.99),
         lambda device: _decode_note(device, 4),
         prompts="fast",
+        decode_attention=True,
     ),
     "all-preserving": Preset(
         "all-preserving",
