@@ -20,7 +20,8 @@ token changes the rest of a free-running sequence: the teacher-forced share is t
 Variants: eager, eager-bf16 (`model.to(torch.bfloat16)`), fxopt-default and fxopt-decode
 (`fxopt.optimize_model(model, preset)`), fxopt-decode-int4 (the opt-in 4-bit preset),
 fxopt-<preset>-catkv (an ablation: without optimize_model's in-place KV cache, transformers'
-cache appending with torch.cat),
+cache appending with torch.cat), fxopt-<preset>-sdpa (an ablation: the decoding presets' one-token
+attention through SDPA instead of fxopt's kernel),
 compile (`torch.compile(model.forward, dynamic=True)`; preparation = the first generate, which
 compiles), ao-int8 (torchao's `Int8WeightOnlyConfig`) and ao-int4
 (`PrototypeInt4WeightOnlyConfig(group_size=32)`, its CPU int4) when torchao is installed (`pip install
@@ -111,11 +112,13 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     if name == "eager-bf16":
         model.to(torch.bfloat16)
     elif name.startswith("fxopt-"):
-        preset, copying_cache = name.removeprefix("fxopt-").removesuffix("-catkv"), name.endswith("-catkv")
+        preset = name.removeprefix("fxopt-").removesuffix("-catkv").removesuffix("-sdpa")
         fxopt.optimize_model(model, preset, calibration=prompt)
         hook = model.__dict__.get("_fxopt_kv_cache_hook")  # installed for a CPU model only
-        if copying_cache and hook is not None:  # the ablation: transformers' cache, copying itself
+        if name.endswith("-catkv") and hook is not None:  # ablation: transformers' cache, copying
             hook.remove()
+        if name.endswith("-sdpa"):  # ablation: one-token steps through SDPA, not fxopt's kernel
+            model.set_attn_implementation("sdpa")
     elif name == "compile":
         model.forward = torch.compile(model.forward, dynamic=True)  # type: ignore[method-assign]
         generate(model, prompt)  # compiles prefill and decode graphs
