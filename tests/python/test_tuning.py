@@ -207,6 +207,46 @@ def test_every_timed_call_follows_a_cache_eviction(monkeypatch):
     assert "evicted" in machine_key()  # choices timed back to back are not reused
 
 
+def test_streaming_cycles_through_copies_beyond_the_last_level_cache(monkeypatch):
+    """A decoding step reads each weight from memory: a Linear of a few tokens is timed on copies
+    of its weights, twice the last-level cache in all, each run in turn with the same result."""
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 1 << 20)
+    problem = kernels.Problem("int8_weight_only", (1, 256, 512), "float32", "none")
+    runner = kernels.kernel("int8_weight_only", "fxopt_int8").build(problem)
+    used: list[int] = []
+
+    def counted(weights):
+        used.append(weights[0].data_ptr())
+        return runner.run(weights)
+
+    run = measure.streaming(kernels.Runner(counted, runner.weights))
+    copies = len(used)  # each copy ran once, for its first-call work
+    assert copies == len(set(used)) and copies * runner.weight_bytes >= 2 << 20
+    assert (copies - 1) * runner.weight_bytes < 2 << 20  # no more copies than that
+    expected = runner()
+    for _ in range(copies):
+        assert torch.equal(run(), expected)
+    assert used[copies:] == used[:copies]
+    assert "streamed" in machine_key()  # choices timed otherwise are not reused
+
+
+def test_only_linears_of_a_few_tokens_are_timed_streaming(measuring, monkeypatch):
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 1 << 20)
+    timed: list[tuple[bool, bool]] = []
+
+    def best_times(runners, evict=True, **_):
+        timed.append((evict, all(isinstance(run, kernels.Runner) for run in runners.values())))
+        return {name: float(run() is None) + 1.0 for name, run in runners.items()}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    choices = measuring.for_graph(None)
+    candidates = ["float32", "int8_weight_only", "fxopt_int8"]
+    for tokens in (1, kernels.STREAMED_TOKENS, kernels.STREAMED_TOKENS + 1):
+        choices.choose("int8_weight_only", [tokens, 64, 128], "float32", "none", "x", candidates, 0)
+    # Streamed: no eviction, runners cycling through copies; past STREAMED_TOKENS: evicted.
+    assert timed == [(False, False), (False, False), (True, True)]
+
+
 def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkeypatch):
     needs_onednn()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 
@@ -117,6 +118,26 @@ def fbgemm_isa_cap() -> str | None:
     emulating an AVX2-only CPU takes both."""
     value = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "").strip().upper()
     return value or None
+
+
+LAST_LEVEL_CACHE_GUESS = 32 << 20
+"""What `last_level_cache_bytes` answers where the OS does not say: the largest L3 of the CPUs
+measured (a Zen 4's, 32 MiB)."""
+
+
+def last_level_cache_bytes() -> int:
+    """The size of the largest cache the OS lists for CPU 0 (the L3 a core shares), in bytes."""
+    sizes = [0]
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes) or LAST_LEVEL_CACHE_GUESS
 
 
 def cpu_flags() -> list[str]:

@@ -7,7 +7,8 @@ A query is answered by the first rule that applies:
 3. sizes that stay unknown (no shape recorded, no hint for a symbolic size): the fallback;
 4. the on-disk cache (`cache.py`): a second optimize of the same model tunes nothing;
 5. mode "cached", or the budget of this graph spent: the fallback;
-6. a measurement: short interleaved rounds (`measure.py`); a candidate other than the first
+6. a measurement: short interleaved rounds (`measure.py`; a Linear of a few tokens on copies of
+   its weights, streamed from memory as in a decoding step); a candidate other than the first
    (the op as the graph had it) is picked only if it is at least `MARGIN` faster, so a
    difference inside the noise never changes the graph.
 A candidate this torch or CPU cannot run natively is never timed or picked, whatever the rule
@@ -28,7 +29,7 @@ import torch
 
 from . import kernels
 from .cache import ChoiceCache
-from .measure import best_times
+from .measure import best_times, streaming
 
 Mode = Literal["measure", "cached", "static"]
 MODES: tuple[Mode, ...] = ("measure", "cached", "static")
@@ -126,7 +127,10 @@ class GraphChoices:
         start = time.perf_counter()
         with torch.no_grad():
             runners = {name: _kernel(problem.op, name).build(problem) for name in names}
-            times = best_times(runners)
+            if kernels.streams_weights(problem):
+                times = best_times({name: streaming(run) for name, run in runners.items()}, evict=False)
+            else:
+                times = best_times(runners)
         self.spent_s += time.perf_counter() - start
         base = times[names[0]]
         best = min(names, key=times.__getitem__)

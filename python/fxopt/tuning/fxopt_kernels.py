@@ -17,7 +17,7 @@ from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
 from ..runtime.int4_weight_linear import int4_weight_linear
 from ..runtime.int8_weight_linear import int8_weight_linear
-from .kernels import INT4_GROUP_SIZE, Problem, random_operand, register
+from .kernels import INT4_GROUP_SIZE, Builder, Problem, Runner, Weights, random_operand, register
 
 _WEIGHTS = TorchTensorOps()
 
@@ -28,10 +28,10 @@ def _has_avx2() -> bool:
     return "avx2" in hardware.cpu_flags() or "avx512_f" in hardware.cpu_flags()
 
 
-def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
+def _own_kernel(bits: int) -> Builder:
     """The chain QuantizeLinearsWeightOnly emits with fxopt's kernel: float32 throughout."""
 
-    def build(problem: Problem) -> Callable[[], object]:
+    def build(problem: Problem) -> Runner:
         tokens, in_features, out_features = problem.shape
         generator = torch.Generator().manual_seed(0)
         x = random_operand(tokens, in_features, generator=generator)
@@ -45,11 +45,12 @@ def _own_kernel(bits: int) -> Callable[[Problem], Callable[[], object]]:
             values, scales = _WEIGHTS.quantize_groups_int4(weight, INT4_GROUP_SIZE, "fxopt")
             linear = int4_weight_linear
 
-        def run() -> object:
+        def run(w: Weights) -> object:
+            values, scales, bias = w
             y = linear(x, values, scales)
             return y if bias is None else y + bias
 
-        return run
+        return Runner(run, (values, scales, bias))
 
     return build
 

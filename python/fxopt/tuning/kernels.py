@@ -3,8 +3,9 @@
 A kernel is registered under the op the engine names in its query (`linear`, `int8_linear`) and
 the candidate name the pass uses. `available` says whether this torch and CPU run it natively: a
 kernel that cannot win here (an int8 matmul without VNNI/AMX, say) is never timed or picked.
-`build` returns a zero-argument function that runs it once on random operands of the
-problem's shape, dtype and variant, which is all the timing needs.
+`build` returns a `Runner`: the kernel once on random operands of the problem's shape, dtype and
+variant, which is all the timing needs, with its weights apart so that the timing can stream
+copies of them as a decoding step does (`streams_weights`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,7 +51,45 @@ class Problem:
     variant: str
 
 
-Builder = Callable[[Problem], Callable[[], object]]
+STREAMED_TOKENS = 16
+"""Linear problems of at most this many tokens stream their weights: at so few rows a call is
+reading its weight, and in a model that weight comes from memory (a decoding step reads every
+weight once, more bytes than any cache holds)."""
+
+LINEAR_OPS = ("linear", "int8_linear", "int8_weight_only", "int4_weight_only")
+"""Ops whose query shape is (tokens, in_features, out_features)."""
+
+
+def streams_weights(problem: Problem) -> bool:
+    return problem.op in LINEAR_OPS and problem.shape[0] <= STREAMED_TOKENS
+
+
+Weights = tuple[Any, ...]
+"""A candidate's weights: tensors, None for an absent bias (Any: each kernel unpacks its own)."""
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One candidate on one problem: `run(weights)`, once per call of the runner. `weights` are
+    the tensors a model reads from memory at each call (the activations come hot from the op
+    before); `copy` gives a runner on copies of them, so that timing can cycle through more
+    bytes than the caches hold."""
+
+    run: Callable[[Weights], object]
+    weights: Weights
+
+    def __call__(self) -> object:
+        return self.run(self.weights)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(w.untyped_storage().nbytes() for w in self.weights if w is not None)
+
+    def copy(self) -> Runner:
+        return Runner(self.run, tuple(None if w is None else w.clone() for w in self.weights))
+
+
+Builder = Callable[[Problem], Runner]
 
 
 @dataclass(frozen=True)
@@ -116,23 +156,45 @@ def _linear_operands(problem: Problem) -> _LinearOperands:
     )
 
 
-def _aten_linear(problem: Problem) -> Callable[[], object]:
+def _aten_linear(problem: Problem) -> Runner:
     o = _linear_operands(problem)
     act = _ACTIVATIONS[o.activation]
-    return lambda: act(F.linear(o.x, o.weight, o.bias))
+    return Runner(lambda w: act(F.linear(o.x, *w)), (o.weight, o.bias))
 
 
 def _onednn_linear(fused: bool) -> Builder:
-    def build(problem: Problem) -> Callable[[], object]:
+    def build(problem: Problem) -> Runner:
         o = _linear_operands(problem)
         linear = onednn_linear.linear_pointwise  # what the graph runs: the weight packed once
-        if fused:
-            attr, scalars, algorithm = _POST_OPS[o.activation]
-            return lambda: linear(o.x, o.weight, o.bias, attr, scalars, algorithm)
-        act = _ACTIVATIONS[o.activation]
-        return lambda: act(linear(o.x, o.weight, o.bias, "none", [], None))
+        attr, scalars, algorithm = _POST_OPS[o.activation] if fused else ("none", [], None)
+        act = (lambda y: y) if fused else _ACTIVATIONS[o.activation]
+        return Runner(lambda w: act(linear(o.x, w[0], w[1], attr, scalars, algorithm)), (o.weight, o.bias))
 
     return build
+
+
+def _int8_weights(kernel: str, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight` quantized as QuantizeLinearsInt8 quantizes it for `kernel`: int8 rows and their
+    scales (the rows transposed for `_int_mm`)."""
+    if kernel != "int8_per_token":
+        return _WEIGHTS.quantize_rows_int8(weight, dynamic_int8.weight_max(kernel.removeprefix("int8_")))
+    values, scales = _WEIGHTS.quantize_rows_int8(weight)
+    return values.t().contiguous(), scales
+
+
+def _int8_apply(
+    kernel: str, x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """The Linear with `_int8_weights`' values, the activations quantized at run time as the
+    graph quantizes them."""
+    if kernel != "int8_per_token":
+        return dynamic_int8.dynamic_int8_linear(x, values, scales, bias, kernel.removeprefix("int8_"))
+    flat = x.reshape(-1, x.shape[-1])
+    token_scale = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    q = (flat / token_scale).round().to(torch.int8)
+    y = torch._int_mm(q, values) * token_scale * scales
+    y = y if bias is None else y + bias
+    return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -140,56 +202,42 @@ def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) ->
     (cpp/passes/quantize_linears_int8.h), as a function of x: the weight quantized as the pass
     quantizes it, the activations at run time as the graph does. Calibration runs it to see the
     error each Linear will have; timing runs it to see its speed."""
-    if kernel != "int8_per_token":
-        engine = kernel.removeprefix("int8_")
-        values, scales = _WEIGHTS.quantize_rows_int8(weight, dynamic_int8.weight_max(engine))
-        return lambda x: dynamic_int8.dynamic_int8_linear(x, values, scales, bias, engine)
-    values, scales = _WEIGHTS.quantize_rows_int8(weight)
-    packed = values.t().contiguous()
-
-    def per_token(x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        token_scale = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-        q = (flat / token_scale).round().to(torch.int8)
-        y = torch._int_mm(q, packed) * token_scale * scales
-        y = y if bias is None else y + bias
-        return y.reshape(*x.shape[:-1], y.shape[-1])
-
-    return per_token
+    values, scales = _int8_weights(kernel, weight)
+    return lambda x: _int8_apply(kernel, x, values, scales, bias)
 
 
 def _int8_kernel(kernel: str) -> Builder:
     """`kernel` on float32 weights; in a lower-precision problem, with the casts of its input to
     float32 and of its result back, which the graph then has around it (ChangePrecision)."""
 
-    def build(problem: Problem) -> Callable[[], object]:
+    def build(problem: Problem) -> Runner:
         o = _linear_operands(replace(problem, dtype="float32"))
-        run = int8_linear(kernel, o.weight, o.bias)
+        weights = (*_int8_weights(kernel, o.weight), o.bias)
         if problem.dtype == "float32":
-            return lambda: run(o.x)
+            return Runner(lambda w: _int8_apply(kernel, o.x, *w), weights)
         x = o.x.to(getattr(torch, problem.dtype))
-        return lambda: run(x.float()).to(x.dtype)
+        return Runner(lambda w: _int8_apply(kernel, x.float(), *w).to(x.dtype), weights)
 
     return build
 
 
-def _float32_linear(problem: Problem) -> Callable[[], object]:
+def _float32_linear(problem: Problem) -> Runner:
     """The Linear a weight-only query starts from: float32, whatever the kernel's activations."""
     return _aten_linear(replace(problem, dtype="float32"))
 
 
-def _int8_weight_only(problem: Problem) -> Callable[[], object]:
+def _int8_weight_only(problem: Problem) -> Runner:
     """The chain QuantizeLinearsWeightOnly emits for 8 bits (its casts included), in ATen."""
     o = _linear_operands(replace(problem, dtype="float32"))
     activations = getattr(torch, problem.dtype)
     values, scales = _WEIGHTS.quantize_rows_int8(o.weight)
-    scales = scales.to(activations)
 
-    def run() -> object:
+    def run(w: Weights) -> object:
+        values, scales, bias = w
         y = torch.ops.aten._weight_int8pack_mm(o.x.to(activations), values, scales).float()
-        return y if o.bias is None else y + o.bias
+        return y if bias is None else y + bias
 
-    return run
+    return Runner(run, (values, scales.to(activations), o.bias))
 
 
 WHOLE_SHAPE_OPS = ("conv2d",)
@@ -236,24 +284,30 @@ def _conv(fused: bool | None) -> Builder:
     """ATen's convolution (fused None), oneDNN's packed one with the add and activation after it
     (False) or in the same call (True)."""
 
-    def build(problem: Problem) -> Callable[[], object]:
+    def build(problem: Problem) -> Runner:
         o = _conv_operands(problem)
         act = _ACTIVATIONS[o.activation]
         stride, padding, dilation, groups = o.geometry
         if fused:
             attr, scalars, algorithm = _POST_OPS.get(o.activation, ("none", [], None))
-            return lambda: onednn_conv.conv_pointwise(
-                o.x, o.weight, o.bias, stride, padding, dilation, groups, o.residual, attr, scalars, algorithm
-            )
 
-        def conv() -> torch.Tensor:
+            def fused_conv(w: Weights) -> torch.Tensor:
+                weight, bias = w
+                return onednn_conv.conv_pointwise(
+                    o.x, weight, bias, stride, padding, dilation, groups, o.residual, attr, scalars, algorithm
+                )
+
+            return Runner(fused_conv, (o.weight, o.bias))
+
+        def conv(w: Weights) -> torch.Tensor:
+            weight, bias = w
             if fused is None:
-                return F.conv2d(o.x, o.weight, o.bias, stride, padding, dilation, groups)
+                return F.conv2d(o.x, weight, bias, stride, padding, dilation, groups)
             return onednn_conv.conv_pointwise(
-                o.x, o.weight, o.bias, stride, padding, dilation, groups, None, "none", [], None
+                o.x, weight, bias, stride, padding, dilation, groups, None, "none", [], None
             )
 
-        return lambda: act(conv() if o.residual is None else conv() + o.residual)
+        return Runner(lambda w: act(conv(w) if o.residual is None else conv(w) + o.residual), (o.weight, o.bias))
 
     return build
 
@@ -263,19 +317,19 @@ INT4_GROUP_SIZE = 32
 query names the Linear's shape, not the pass's group size."""
 
 
-def _int4_weight_only(problem: Problem) -> Callable[[], object]:
+def _int4_weight_only(problem: Problem) -> Runner:
     """The chain QuantizeLinearsWeightOnly emits for 4 bits with ATen's kernel (casts included)."""
     o = _linear_operands(replace(problem, dtype="float32"))
     activations = getattr(torch, problem.dtype)
     packed, scales_and_zeros = _WEIGHTS.quantize_groups_int4(o.weight, INT4_GROUP_SIZE)
-    scales_and_zeros = scales_and_zeros.to(activations)
 
-    def run() -> object:
+    def run(w: Weights) -> object:
+        packed, scales_and_zeros, bias = w
         x = o.x.to(activations)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, INT4_GROUP_SIZE, scales_and_zeros).float()
-        return y if o.bias is None else y + o.bias
+        return y if bias is None else y + bias
 
-    return run
+    return Runner(run, (packed, scales_and_zeros.to(activations), o.bias))
 
 
 def _has_int4_weight_kernel() -> bool:
