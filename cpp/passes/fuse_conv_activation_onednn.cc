@@ -84,8 +84,7 @@ void FuseConvActivationOneDnn::rewrite(PassContext& ctx, Node* node) const {
   // undefined" for the others).
   if (add && activation && activation->name != "relu") activation.reset();
   bool fusable = add || activation;
-  std::vector<std::string> kernels = {"aten", "onednn"};
-  if (fusable) kernels.push_back("onednn_fused");
+  std::vector<std::string> kernels = {"aten", fusable ? "onednn_fused" : "onednn"};
   const TensorInfo& w = conv->weight();
   std::vector<int64_t> shape = {in[0], in[1], in[2], in[3], w.dim(0), w.dim(2), w.dim(3)};
   for (const std::vector<int64_t>* v : {&geometry->stride, &geometry->padding, &geometry->dilation})

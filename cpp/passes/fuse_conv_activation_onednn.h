@@ -16,9 +16,13 @@
 // an Intel Xeon (AMX, one thread, batch 1, 224x224, bf16 after ChangePrecision): ResNet-50
 // 29 -> 21 ms with the packing alone, 18.7 ms with residual add + ReLU fused; MobileNetV2 9.2 ->
 // 6.7 ms; float32 ResNet-50 67 -> 54 ms. The output is channels-last whatever the input's layout.
-// Kernel choice (tuning/chooser.h), per convolution: "aten" (leave it), "onednn" (packed, the
-// add and activation left as they are) or "onednn_fused" (with them); the static fallback, when
-// nothing was measured, is the most fused form.
+// Kernel choice (tuning/chooser.h), per convolution: "aten" (leave it) or oneDNN's packed call,
+// "onednn_fused" with the add and activation where they fuse, else "onednn"; the static
+// fallback, when nothing was measured, is oneDNN's. The packed call without the add and
+// activation that could fuse is no candidate: on a Zen 4 (fast, one thread) dropping it left
+// ResNet-50 and MobileNetV2 as fast (44.4 / 44.5 ms, 8.77 / 8.79 ms, 15 alternating rounds)
+// and their tuning 1.6 -> 0.7 s and 1.6 -> 1.0 s; pinning the fused call had measured 3-5%
+// faster end to end than the choice among the three on an Intel Xeon.
 // Preconditions: Conv2d (op view, every dialect; not transposed), constant integer stride,
 // padding and dilation, zero padding; the weight's dtype in option "dtypes" (what oneDNN runs
 // natively here, decided in Python), on the CPU; a 3-D or 4-D input (or one of unknown rank). A residual add fuses when the

@@ -137,6 +137,45 @@ def test_a_convolution_measured_faster_in_aten_stays() -> None:
     }
 
 
+def test_a_convolution_is_timed_against_the_most_fused_call_only(tmp_path, monkeypatch) -> None:
+    """Per convolution: ATen against oneDNN's fused call where an add or activation fuses, else
+    against the packed call; the packed call without what could fuse is no candidate. Each pick
+    changes the graph as it says (timings injected)."""
+    from fxopt.tuning import chooser as chooser_module
+    from fxopt.tuning.cache import ChoiceCache
+
+    chooser = fxopt.tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    timed: list[tuple[str, ...]] = []
+
+    def best_times(runners, **_):  # type: ignore[no-untyped-def]
+        timed.append(tuple(runners))
+        for run in runners.values():
+            run()  # each candidate runs on the query's operands
+        return {name: 0.5 if name.startswith("onednn") else 1.0 for name in runners}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    # The first convolution reads the graph's input, whose sizes the trace does not record: the
+    # static fallback decides it; the other two are measured.
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 1),
+    ).eval()
+    pixels = torch.randn(1, 3, 16, 16)
+    gm = fxopt.trace(model, example_inputs=(pixels,), mode="dynamo")
+    expected = gm(pixels)
+    t = FuseConvActivationOneDnn()
+    out = compose(t, inplace=False)(gm)
+    assert sorted(timed) == [("aten", "onednn"), ("aten", "onednn_fused")]
+    measured = sorted(c.picked for c in t.report.choices if c.how == "measured")
+    assert measured == ["onednn", "onednn_fused"]
+    assert len(fused_calls(out)) == 3 and count(out, torch.nn.functional.relu) == 0
+    assert_outputs_close(out(pixels), expected, atol=1e-5, rtol=1e-5)
+
+
 def test_presets_run_it_where_onednn_convolves() -> None:
     model = tiny_resnet()
     pixels = torch.randn(1, 3, 32, 32)

@@ -230,6 +230,44 @@ def test_streaming_cycles_through_copies_beyond_the_last_level_cache(monkeypatch
     assert "streamed" in machine_key()  # choices timed otherwise are not reused
 
 
+def test_a_wide_linear_of_many_tokens_is_timed_on_part_of_its_features(measuring, monkeypatch):
+    """GPT-2's 768 x 50257 head at 128 tokens: timed on fewer output features (the same remainder
+    modulo 64), recorded in the cache entry; narrow or few-token Linears on their own shape."""
+    shapes: list[tuple[int, ...]] = []
+
+    def best_times(runners, **_):
+        runner = next(iter(runners.values()))
+        shapes.append(tuple(runner.weights[0].shape) if isinstance(runner, kernels.Runner) else ())
+        return {name: float(index + 1) for index, name in enumerate(runners)}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 1 << 20)
+    choices = measuring.for_graph(None)
+    for shape in ([128, 768, 50257], [128, 768, 2304], [16, 768, 50257]):
+        choices.choose("linear", shape, "float32", "none", "x", ["aten", "onednn"], 1)
+    cut = kernels.timed_problem(kernels.Problem("linear", (128, 768, 50257), "float32", "none"))
+    assert cut.shape[:2] == (128, 768) and cut.shape[2] % 64 == 50257 % 64
+    assert kernels.MIN_TIMED_FEATURES <= cut.shape[2] < 50257
+    assert 768 * (cut.shape[2] - 64) <= kernels.TIMED_WEIGHT_ELEMENTS
+    assert shapes == [(cut.shape[2], 768), (2304, 768), ()]  # the last one streamed
+    entries = measuring.cache._load()
+    timed = [entry.get("timed_shape") for entry in entries.values()]
+    assert sorted(map(str, timed)) == sorted(map(str, [list(cut.shape), None, None]))
+
+
+def test_long_calls_are_timed_without_evictions(monkeypatch):
+    """A call of a millisecond or more loses nothing measurable to a cold cache, and each
+    eviction costs about 0.7 ms: only the timing that sized the rounds follows one."""
+    evictions: list[int] = []
+    monkeypatch.setattr(measure, "_evict", lambda: evictions.append(1))
+    monkeypatch.setattr(measure, "_decided", lambda samples: True)  # MIN_ROUNDS rounds
+    measure.best_times({"long": lambda: time.sleep(measure.UNEVICTED_S)}, rounds=7)
+    assert len(evictions) == 1
+    evictions.clear()
+    measure.best_times({"long": lambda: time.sleep(measure.UNEVICTED_S), "short": lambda: None}, rounds=7)
+    assert len(evictions) > 2 + 2 * measure.MIN_ROUNDS - 2  # one short candidate: all evicted
+
+
 def test_only_linears_of_a_few_tokens_are_timed_streaming(measuring, monkeypatch):
     monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 1 << 20)
     timed: list[tuple[bool, bool]] = []

@@ -8,7 +8,8 @@ A query is answered by the first rule that applies:
 4. the on-disk cache (`cache.py`): a second optimize of the same model tunes nothing;
 5. mode "cached", or the budget of this graph spent: the fallback;
 6. a measurement: short interleaved rounds (`measure.py`; a Linear of a few tokens on copies of
-   its weights, streamed from memory as in a decoding step); a candidate other than the first
+   its weights, streamed from memory as in a decoding step, a very wide one of many tokens on
+   part of its output features: `kernels.timed_problem`); a candidate other than the first
    (the op as the graph had it) is picked only if it is at least `MARGIN` faster, so a
    difference inside the noise never changes the graph.
 A candidate this torch or CPU cannot run natively is never timed or picked, whatever the rule
@@ -125,8 +126,9 @@ class GraphChoices:
 
     def _measure(self, problem: kernels.Problem, names: list[str]) -> dict[str, object]:
         start = time.perf_counter()
+        timed = kernels.timed_problem(problem)
         with torch.no_grad():
-            runners = {name: _kernel(problem.op, name).build(problem) for name in names}
+            runners = {name: _kernel(problem.op, name).build(timed) for name in names}
             if kernels.streams_weights(problem):
                 times = best_times({name: streaming(run) for name, run in runners.items()}, evict=False)
             else:
@@ -136,7 +138,10 @@ class GraphChoices:
         best = min(names, key=times.__getitem__)
         if times[best] > base * (1 - MARGIN):
             best = names[0]
-        return {"picked": best, "ratio": times[best] / base, "seconds": times}
+        entry: dict[str, object] = {"picked": best, "ratio": times[best] / base, "seconds": times}
+        if timed != problem:
+            entry["timed_shape"] = list(timed.shape)
+        return entry
 
     def _resolved(self, op: str, shape: Sequence[int], value: str) -> tuple[int, ...] | None:
         """The query's sizes with symbolic ones (-1) read from the value's size hints."""

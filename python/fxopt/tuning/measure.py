@@ -42,6 +42,11 @@ EVICT_BYTES = 8 << 20
 MAX_CALLS = 5
 """Timed calls per candidate and round: each also pays an eviction (about 0.7 ms)."""
 
+UNEVICTED_S = 0.001
+"""Calls at least this long, all candidates', run without the eviction: a cold cache costs them
+a few microseconds of their milliseconds, while each eviction costs about 0.7 ms (ResNet-50's
+23 convolution queries spent about 0.4 s of their 1.3 s evicting)."""
+
 MIN_ROUNDS = 3
 TIMED_S = 0.3
 """Rounds stop at `MIN_ROUNDS` where `rounds` of them would take longer than this: a call of
@@ -78,17 +83,20 @@ def best_times(
     runners: Mapping[str, Callable[[], object]], rounds: int = 7, round_s: float = 0.002, evict: bool = True
 ) -> dict[str, float]:
     """Seconds per call of each runner in its fastest round, each call after an eviction unless
-    `evict` is False (runners that stream their weights)."""
+    `evict` is False (runners that stream their weights) or every runner's first call took
+    UNEVICTED_S or more."""
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {}
-    round_time = 0.0
+    round_time = shortest = 0.0
     for name, run in runners.items():
         run()  # warm-up: first-call allocations and oneDNN's primitive creation
         once = max(_cold_call(run, evict), 1e-7)
         calls[name] = max(1, min(MAX_CALLS, int(round_s / once)))
         round_time += once * calls[name]
+        shortest = once if not samples else min(shortest, once)
         # A call long enough to be a round alone is one already (GPT-2's head: 80 ms a call).
         samples[name] = [once] if calls[name] == 1 else []
+    evict = evict and shortest < UNEVICTED_S
     rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(TIMED_S / round_time)))
     for done in range(1, rounds + 1):
         for name, run in runners.items():
