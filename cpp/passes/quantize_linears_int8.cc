@@ -62,11 +62,13 @@ void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const ch
 }  // namespace
 
 QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                                         std::string compare_with, int fbgemm_weight_max)
+                                         std::string compare_with, int fbgemm_weight_max,
+                                         bool choose_only)
     : int8_dtype_(std::move(int8_dtype)),
       keep_(std::move(keep)),
       compare_with_(std::move(compare_with)),
-      fbgemm_weight_max_(fbgemm_weight_max) {
+      fbgemm_weight_max_(fbgemm_weight_max),
+      choose_only_(choose_only) {
   if (compare_with_ != "float32" && compare_with_ != "bfloat16")
     throw std::invalid_argument(
         "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
@@ -101,8 +103,13 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       throw std::invalid_argument("option 'fbgemm_weight_max' must be an integer");
     fbgemm_weight_max = int(std::clamp<int64_t>(level->as<int64_t>(), 0, 128));
   }
+  bool choose_only = false;
+  if (const Arg* flag = options.find("choose_only")) {
+    if (!flag->is<bool>()) throw std::invalid_argument("option 'choose_only' must be a bool");
+    choose_only = flag->as<bool>();
+  }
   return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with),
-                                               fbgemm_weight_max);
+                                               fbgemm_weight_max, choose_only);
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
@@ -123,6 +130,7 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "the " + compare_with_ +
                                " Linear was measured faster here, or this CPU has no fast int8 "
                                "matmul (see the pass's choices)");
+  if (choose_only_) return ctx.skip(*node, "option 'choose_only': its kernel is in the choices");
   Node* inputs[] = {found->view.input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);

@@ -35,7 +35,9 @@
 //
 // Options: "int8" (the torch.int8 dtype object, opaque to the core), "keep" (names of Linear
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
-// "fbgemm_weight_max" (127, or 63 on a CPU without VNNI) and
+// "fbgemm_weight_max" (127, or 63 on a CPU without VNNI), "choose_only" (true: every Linear is
+// skipped once its kernel is chosen, so the choices are known without quantizing a weight: what
+// int8 calibration needs before it runs) and
 // "compare_with" ("float32" or "bfloat16": the precision a Linear left as it is will run in,
 // bfloat16 when a lowering follows; the query's dtype, so the int8 kernels are timed against
 // that Linear, with the casts to and from float32 they then need). Skips,
@@ -57,9 +59,10 @@ namespace fxopt {
 class QuantizeLinearsInt8 final : public Pass {
  public:
   QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                      std::string compare_with = "float32", int fbgemm_weight_max = 127);
+                      std::string compare_with = "float32", int fbgemm_weight_max = 127,
+                      bool choose_only = false);
   // From the options {"int8": torch.int8, "keep": [node name, ...], "compare_with": dtype,
-  // "fbgemm_weight_max": int}; throws std::invalid_argument if malformed.
+  // "fbgemm_weight_max": int, "choose_only": bool}; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
@@ -73,6 +76,7 @@ class QuantizeLinearsInt8 final : public Pass {
   std::vector<std::string> keep_;
   std::string compare_with_;
   int fbgemm_weight_max_;
+  bool choose_only_;
 };
 
 }  // namespace fxopt

@@ -100,11 +100,37 @@ TEST_F(QuantizeLinearsInt8Test, SkipsKeptHalfPrecisionAndUnknownRankLinears) {
   EXPECT_EQ(structure(), graph_before);
 }
 
+// Calibration's probe: the kernel each Linear gets, with nothing quantized or changed.
+TEST_F(QuantizeLinearsInt8Test, ChooseOnlyRecordsTheChoiceAndChangesNothing) {
+  linear_module("fc", 16, 8, true);
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 16});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto graph_before = structure();
+  auto attributes_before = program.attributes;
+
+  PassResult probe =
+      run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "float32", 127, /*choose_only=*/true), program,
+               edits, ops, kSig, /*reverse=*/false);
+  EXPECT_TRUE(probe.changed.empty());
+  ASSERT_EQ(probe.skipped.size(), 1u);
+  EXPECT_EQ(probe.skipped[0].reason, "option 'choose_only': its kernel is in the choices");
+  ASSERT_EQ(probe.choices.size(), 1u);
+  EXPECT_EQ(probe.choices[0].node, "fc");
+  EXPECT_EQ(probe.choices[0].picked, "int8_per_token");  // the static fallback here
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(program.attributes, attributes_before);  // no int8 weight stored
+}
+
 TEST_F(QuantizeLinearsInt8Test, OptionsAreChecked) {
   EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{}), std::invalid_argument);
   EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"keep", 3}}}),
                std::invalid_argument);
   EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"keep", List{{"a"}}}}}),
+            nullptr);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"choose_only", 1}}}),
+               std::invalid_argument);
+  EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"choose_only", true}}}),
             nullptr);
 }
 

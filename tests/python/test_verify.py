@@ -249,6 +249,13 @@ def test_cosine_edge_cases() -> None:
     # non-finite elements are left out; the finite ones are identical
     x = torch.tensor([1.0, float("nan"), 2.0])
     assert row(fxopt.verify(Returns(lambda x: x), Returns(lambda x: x.clone()), x), "output").cosine == 1.0
+    # an element non-finite in one only is left out too: [1, 2] against [2, 4], the same direction
+    y = torch.tensor([1.0, float("inf"), 2.0])
+    infinite = fxopt.verify(Returns(lambda y: y), Returns(lambda y: torch.tensor([2.0, 5.0, 4.0])), y)
+    assert row(infinite, "output").cosine == pytest.approx(1.0, abs=1e-15)
+    # values near float32's largest are finite and all counted: [3e38, 3e38, 1] against half of it
+    z = torch.tensor([3e38, 3e38, 1.0])
+    assert row(fxopt.verify(Returns(lambda z: z), Returns(lambda z: z * 0.5), z), "output").cosine == pytest.approx(1.0)
     # integer outputs have no cosine; the report's minimum covers floating outputs only
     mixed = fxopt.verify(Returns(lambda x: (x, x.long())), Returns(lambda x: (x, x.long())), torch.ones(2))
     assert row(mixed, "1").cosine is None and mixed.min_cosine == 1.0

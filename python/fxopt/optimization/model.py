@@ -21,7 +21,6 @@ copy-on-write). `restore_model` drops the graphs and gives the original forwards
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import itertools
@@ -41,6 +40,7 @@ from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
 from . import hardware
 from .presets import get_preset
+from .sharing_copy import sharing_copy
 from .presets import preset as build_preset
 from .transformation import Transformation
 
@@ -116,8 +116,9 @@ class OptimizedForward:
         """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
         if the trace does not compute what the block does on `x` (a symbolic trace can fix a
         branch the block takes by input), or if the graph is not faster on `x`."""
-        graph = GraphModule(self.traced, copy.deepcopy(self.traced.graph))
-        _own_modules(graph)
+        # Passes store new tensors (an int8 weight) under their module's path: into the copy's
+        # tables, not the user's model, whose state_dict and save_pretrained stay as they were.
+        graph = sharing_copy(self.traced)
         with torch.no_grad():
             # One run of the graph both records sizes and dtypes, which the passes need, and
             # gives its output to compare (GPT-2's prompt: a forward of each block saved).
@@ -154,23 +155,6 @@ def _digest(code: str) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-
-
-def _own_modules(module: nn.Module) -> None:
-    """Gives `module` copies of its submodules that share their tensors but not their tables.
-
-    A traced graph calls the user's own modules, and passes store new tensors (an int8 weight)
-    under the path of the module they belong to: into these copies, not into the user's model,
-    whose state_dict and save_pretrained must stay as they were.
-    """
-    for name, child in list(module.named_children()):
-        own = copy.copy(child)
-        own._parameters = dict(child._parameters)
-        own._buffers = dict(child._buffers)
-        own._non_persistent_buffers_set = set(child._non_persistent_buffers_set)
-        own._modules = dict(child._modules)
-        module._modules[name] = own
-        _own_modules(own)
 
 
 def _drop_unread_tensors(graph: GraphModule) -> None:

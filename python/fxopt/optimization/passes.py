@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .calibrated import CalibratedPass
 from .int8_calibration import Calibration, fewest_kept, smoothing_factors
+from .sharing_copy import sharing_copy
 
 
 class ChangeTrueDivToMulByInverse(BuiltinTransformation):
@@ -423,6 +423,7 @@ class QuantizeLinearsInt8(CalibratedPass):
         if compare_with not in (torch.float32, torch.bfloat16):
             raise ValueError(f"QuantizeLinearsInt8 compares with torch.float32 or torch.bfloat16, not {compare_with}")
         self._keep = tuple(keep)  # a calibration's choice: not part of the signature
+        self._choose_only = False  # calibration's probe for the kernel choices
         self.calibrate = calibrate
         self.min_cosine = min_cosine
         self.compare_with = compare_with
@@ -442,6 +443,7 @@ class QuantizeLinearsInt8(CalibratedPass):
             "keep": list(self._keep),
             "compare_with": dtype_name(self.compare_with),
             "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),
+            "choose_only": self._choose_only,
         }
 
     @classmethod
@@ -480,7 +482,8 @@ def _fewest_kept(
     """QuantizeLinearsInt8.calibrated's choice; None if no Linear goes int8 here."""
     # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
     probe = QuantizeLinearsInt8(compare_with=compare_with)
-    probe(copy.deepcopy(graph_module))
+    probe._choose_only = True  # the choices only: no weight quantized
+    probe(sharing_copy(graph_module))
     choices = probe.report.choices if probe.report else []
     picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
     if not picked:
