@@ -17,8 +17,8 @@ where int8 wins in `generate()`.
 
 A Linear of a few tokens (`kernels.streams_weights`) is timed as a decoding step runs it: its
 weight from memory, not from the shared L3 cache an eviction of 8 MiB leaves it in. Such a
-candidate cycles through copies of its weights (`streaming`), twice the last-level cache in all,
-and needs no eviction. Measured on a Zen 4 (32 MiB L3) at two threads and one token, 768x2048:
+candidate cycles through copies of its weights (`streaming`), 1.5 times the last-level cache in
+all, and needs no eviction. Measured on a Zen 4 (32 MiB L3) at two threads and one token, 768x2048:
 ATen's int8 kernel with bfloat16 activations took 0.094 ms after an eviction and 0.132 ms
 streamed, fxopt's 0.084 and 0.089 ms; timed after an eviction the two were inside the noise of
 each other and ATen's could be picked, which made the Llama's step 1.23x slower.
@@ -67,11 +67,18 @@ def _evict() -> None:
     _EVICT_TO[:] = _EVICT_FROM
 
 
+STREAM_FACTOR = 1.5
+"""A streamed candidate's copies hold this many times the last-level cache: a copy is evicted
+before its next turn (a weight this large alone needs no copy), and GPT-2's one-token queries
+took 1.2 s of its tuning with twice the cache."""
+
+
 def streaming(runner: Runner) -> Callable[[], object]:
-    """`runner` on the next of its copies at each call: copies of its weights totalling twice
-    the last-level cache, each run once here (oneDNN packs a weight at its first call)."""
-    stream_bytes = 2 * hardware.last_level_cache_bytes()
-    copies = max(2, min(MAX_COPIES, -(-stream_bytes // max(1, runner.weight_bytes))))
+    """`runner` on the next of its copies at each call: copies of its weights totalling
+    STREAM_FACTOR times the last-level cache, each run once here (oneDNN packs a weight at its
+    first call)."""
+    stream_bytes = int(STREAM_FACTOR * hardware.last_level_cache_bytes())
+    copies = max(1, min(MAX_COPIES, -(-stream_bytes // max(1, runner.weight_bytes))))
     runs = [runner, *(runner.copy() for _ in range(copies - 1))]
     for run in runs:
         run()
@@ -87,13 +94,13 @@ def best_times(
     UNEVICTED_S or more."""
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {}
-    round_time = shortest = 0.0
+    round_time, shortest = 0.0, float("inf")
     for name, run in runners.items():
         run()  # warm-up: first-call allocations and oneDNN's primitive creation
         once = max(_cold_call(run, evict), 1e-7)
         calls[name] = max(1, min(MAX_CALLS, int(round_s / once)))
         round_time += once * calls[name]
-        shortest = once if not samples else min(shortest, once)
+        shortest = min(shortest, once)
         # A call long enough to be a round alone is one already (GPT-2's head: 80 ms a call).
         samples[name] = [once] if calls[name] == 1 else []
     evict = evict and shortest < UNEVICTED_S
