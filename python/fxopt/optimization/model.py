@@ -40,8 +40,8 @@ from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
 from . import hardware
 from .presets import get_preset
-from .sharing_copy import sharing_copy
 from .presets import preset as build_preset
+from .sharing_copy import sharing_copy
 from .transformation import Transformation
 
 ModelT = TypeVar("ModelT", bound=nn.Module)
