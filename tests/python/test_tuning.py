@@ -179,8 +179,12 @@ def test_past_the_budget_the_static_fallback_applies(measuring, monkeypatch):
     assert {c.picked for c in pass_.report.choices} <= {"onednn", "onednn_fused"}
 
 
-def test_real_timings_pick_a_candidate_that_runs(measuring):
-    """Without injected timings: every registered kernel builds and runs on a real problem."""
+def test_real_timings_pick_a_candidate_that_runs(measuring, monkeypatch):
+    """Without injected timings: every registered kernel builds and runs on a real problem (16
+    tokens: streamed, on a small cache's worth of copies). What is checked is that each query is
+    measured, not how long that takes on a loaded machine: no budget runs out here."""
+    monkeypatch.setattr(measuring, "budget_s", float("inf"))
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 1 << 20)
     choices = measuring.for_graph(None)
     for op, candidates, variant in (
         ("linear", ["aten", "onednn", "onednn_fused"], "gelu"),
@@ -284,6 +288,50 @@ def test_only_linears_of_a_few_tokens_are_timed_streaming(measuring, monkeypatch
         choices.choose("int8_weight_only", [tokens, 64, 128], "float32", "none", "x", candidates, 0)
     # Streamed: no eviction, runners cycling through copies; past STREAMED_TOKENS: evicted.
     assert timed == [(False, False), (False, False), (True, True)]
+
+
+def test_few_tokens_stream_only_where_the_models_weights_exceed_the_cache(measuring, monkeypatch):
+    """A graph whose weights fit the last-level cache reads them from there at every forward:
+    its one-token Linears are timed after an eviction only. optimize_model's blocks are parts
+    of a model: the whole model's weights decide (KernelChooser.reading)."""
+    timed: list[bool] = []
+
+    def best_times(runners, evict=True, **_):
+        timed.append(evict)
+        return {name: float(index + 1) for index, name in enumerate(runners)}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    _, gm, _ = traced_bert()
+    own = tuning.weight_bytes(gm.state_dict().values())
+    candidates = ["float32", "int8_weight_only", "fxopt_int8"]
+    query = ("int8_weight_only", [1, 64, 128], "float32", "none", "x", candidates, 0)
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: 2 * own)
+    measuring.for_graph(gm).choose(*query)
+    with measuring.reading(4 * own):  # the same graph as a block of a model twice the cache
+        measuring.for_graph(gm).choose(*query)
+    assert timed == [True, False]  # evicted, then streamed: two timings, two cache entries
+    keys = list(measuring.cache._load())
+    assert len(keys) == 2 and sum(key.endswith('"streamed"]') for key in keys) == 1
+    assert measuring.model_bytes is None  # reading() ends with its block
+
+
+def test_optimize_models_blocks_are_timed_as_parts_of_the_model(measuring, monkeypatch, tiny_gpt2):
+    """A GPT-2 block's own weights fit a cache its model's do not: its one-token Linears are
+    timed streaming, as the model's decoding steps read them."""
+    evicted: list[bool] = []
+
+    def best_times(runners, evict=True, **_):
+        if "rewritten" not in runners:  # a kernel query, not a block against its own forward
+            evicted.append(evict)
+        return {name: float(index + 1) for index, name in enumerate(runners)}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    model = tiny_gpt2.eval()
+    total = tuning.weight_bytes(model.state_dict().values())
+    mlp = tuning.weight_bytes(model.transformer.h[0].mlp.state_dict().values())
+    monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: (total + mlp) // 2)
+    fxopt.optimize_model(model, "default", calibration=torch.randint(0, 100, (1, 1)))
+    assert evicted and not any(evicted)  # every query of the one-token graphs streamed
 
 
 def test_a_failing_chooser_fails_the_pass_and_leaves_the_graph(measuring, monkeypatch):

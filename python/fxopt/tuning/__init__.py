@@ -5,7 +5,18 @@ shapes and caches the answers per CPU and torch version."""
 from __future__ import annotations
 
 from . import fxopt_kernels  # noqa: F401 - registers the candidates of fxopt's own kernels
-from .chooser import MODES, GraphChoices, KernelChooser, Mode, configure, current, pinned
+from .chooser import MODES, GraphChoices, KernelChooser, Mode, configure, current, pinned, weight_bytes
 from .kernels import Problem, register
 
-__all__ = ["MODES", "GraphChoices", "KernelChooser", "Mode", "Problem", "configure", "current", "pinned", "register"]
+__all__ = [
+    "MODES",
+    "GraphChoices",
+    "KernelChooser",
+    "Mode",
+    "Problem",
+    "configure",
+    "current",
+    "pinned",
+    "register",
+    "weight_bytes",
+]
