@@ -18,7 +18,7 @@ from fxopt.tuning import chooser as chooser_module
 from fxopt.tuning import kernels, measure
 from fxopt.tuning.cache import ChoiceCache, machine_key
 
-from conftest import build_model, tiny_bert_config, token_inputs
+from conftest import build_model, tiny_bert_config, tiny_gpt2_config, token_inputs
 
 ONEDNN = linear_pointwise
 
@@ -315,7 +315,7 @@ def test_few_tokens_stream_only_where_the_models_weights_exceed_the_cache(measur
     assert measuring.model_bytes is None  # reading() ends with its block
 
 
-def test_optimize_models_blocks_are_timed_as_parts_of_the_model(measuring, monkeypatch, tiny_gpt2):
+def test_optimize_models_blocks_are_timed_as_parts_of_the_model(measuring, monkeypatch):
     """A GPT-2 block's own weights fit a cache its model's do not: its one-token Linears are
     timed streaming, as the model's decoding steps read them."""
     evicted: list[bool] = []
@@ -326,11 +326,12 @@ def test_optimize_models_blocks_are_timed_as_parts_of_the_model(measuring, monke
         return {name: float(index + 1) for index, name in enumerate(runners)}
 
     monkeypatch.setattr(chooser_module, "best_times", best_times)
-    model = tiny_gpt2.eval()
+    model = build_model(transformers.GPT2LMHeadModel, tiny_gpt2_config())  # its own: optimized here
     total = tuning.weight_bytes(model.state_dict().values())
     mlp = tuning.weight_bytes(model.transformer.h[0].mlp.state_dict().values())
     monkeypatch.setattr(fxopt.optimization.hardware, "last_level_cache_bytes", lambda: (total + mlp) // 2)
     fxopt.optimize_model(model, "default", calibration=torch.randint(0, 100, (1, 1)))
+    fxopt.restore_model(model)
     assert evicted and not any(evicted)  # every query of the one-token graphs streamed
 
 
