@@ -21,7 +21,9 @@ Variants: eager, eager-bf16 (`model.to(torch.bfloat16)`), fxopt-default and fxop
 (`fxopt.optimize_model(model, preset)`), fxopt-decode-int4 (the opt-in 4-bit preset),
 fxopt-<preset>-catkv (an ablation: without optimize_model's in-place KV cache, transformers'
 cache appending with torch.cat), fxopt-<preset>-sdpa (an ablation: the decoding presets' one-token
-attention through SDPA instead of fxopt's kernel),
+attention through SDPA instead of fxopt's kernel), fxopt-<preset>-unfused (an ablation: a Llama
+attention module's one-token steps through its own forward, each projection its own block,
+instead of optimization/attention_step.py's one call),
 compile (`torch.compile(model.forward, dynamic=True)`; preparation = the first generate, which
 compiles), ao-int8 (torchao's `Int8WeightOnlyConfig`) and ao-int4
 (`PrototypeInt4WeightOnlyConfig(group_size=32)`, its CPU int4) when torchao is installed (`pip install
@@ -57,6 +59,7 @@ import trained_llama  # noqa: E402
 from common import RESULTS, gpu_name, load_line, machine_description, synchronized  # noqa: E402
 
 import fxopt  # noqa: E402
+from fxopt.optimization.attention_step import AttentionStep  # noqa: E402
 
 PROMPT_TOKENS, NEW_TOKENS = 128, 64
 
@@ -112,8 +115,12 @@ def prepare(name: str, base: transformers.PreTrainedModel, prompt: torch.Tensor)
     if name == "eager-bf16":
         model.to(torch.bfloat16)
     elif name.startswith("fxopt-"):
-        preset = name.removeprefix("fxopt-").removesuffix("-catkv").removesuffix("-sdpa")
+        preset = name.removeprefix("fxopt-").removesuffix("-catkv").removesuffix("-sdpa").removesuffix("-unfused")
         fxopt.optimize_model(model, preset, calibration=prompt)
+        if name.endswith("-unfused"):  # ablation: attention steps through each projection's block
+            for module in model.modules():
+                if isinstance(module.__dict__.get("forward"), AttentionStep):
+                    module.__dict__["forward"].uninstall()
         hook = model.__dict__.get("_fxopt_kv_cache_hook")  # installed for a CPU model only
         if name.endswith("-catkv") and hook is not None:  # ablation: transformers' cache, copying
             hook.remove()

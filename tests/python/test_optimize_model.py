@@ -309,3 +309,90 @@ def test_the_kv_cache_appends_in_place_with_identical_logits_and_restores() -> N
         fresh = DynamicCache(config=model.config)
         model(tokens[:, :12], past_key_values=fresh, use_cache=True)
     assert type(fresh.layers[0]) is DynamicLayer
+
+
+def step_logits(model: transformers.PreTrainedModel, tokens: torch.Tensor, prompt: int = 12) -> torch.Tensor:
+    """Logits of a prompt, then of one token per step with the KV cache, as generate() runs them."""
+    with torch.no_grad():
+        out = model(tokens[:, :prompt], use_cache=True)
+        logits = [out.logits[0]]
+        for t in range(prompt, tokens.shape[1]):
+            out = model(tokens[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+            logits.append(out.logits[0])
+    return torch.cat(logits)
+
+
+def without_attention_steps(model: transformers.PreTrainedModel) -> int:
+    from fxopt.optimization.attention_step import AttentionStep
+
+    steps = [m.__dict__["forward"] for m in model.modules() if isinstance(m.__dict__.get("forward"), AttentionStep)]
+    for step in steps:
+        step.uninstall()
+    return len(steps)
+
+
+@pytest.mark.parametrize("preset", ["decode", "decode-int4"])
+def test_llama_attention_steps_run_as_one_call_with_the_same_logits(preset: str) -> None:
+    """Under the decoding presets a Llama attention module's one-token step projects q, k and v
+    with one stacked block and runs the decoding kernel: the logits of every step are those of the
+    per-projection path (the same model with the steps uninstalled; GQA: 4 heads, 2 kv heads), the
+    projections' own blocks serve prompts only, and the stacked float32 weight is not kept."""
+    import gc
+    import weakref
+
+    from fxopt.optimization import attention_step
+
+    model, twin = tiny_llama(), tiny_llama()
+    stacked: list[weakref.ref[torch.Tensor]] = []
+    original_init = attention_step._StackedProjections.__init__
+
+    def recorded(self: attention_step._StackedProjections, attention: torch.nn.Module) -> None:
+        original_init(self, attention)
+        stacked.append(weakref.ref(self.proj.weight))
+
+    attention_step._StackedProjections.__init__ = recorded  # type: ignore[method-assign]
+    try:
+        fxopt.optimize_model(model, preset, calibration=PROMPT)
+    finally:
+        attention_step._StackedProjections.__init__ = original_init  # type: ignore[method-assign]
+    fxopt.optimize_model(twin, preset, calibration=PROMPT)
+    assert without_attention_steps(twin) == model.config.num_hidden_layers
+    steps = [layer.self_attn.__dict__.get("forward") for layer in model.model.layers]
+    assert all(isinstance(s, attention_step.AttentionStep) and s.step for s in steps)
+    gc.collect()
+    assert len(stacked) == model.config.num_hidden_layers and all(ref() is None for ref in stacked)
+
+    tokens = greedy(twin, PROMPT, 16)
+    q_proj = model.model.layers[0].self_attn.q_proj
+    calls = []
+    q_forward = q_proj.forward
+    q_proj.forward = lambda x: calls.append(x.shape[-2]) or q_forward(x)  # type: ignore[method-assign]
+    try:
+        logits = step_logits(model, tokens)
+    finally:
+        q_proj.forward = q_forward  # type: ignore[method-assign]
+    assert calls == [12]  # the prompt's; the steps projected through the stacked block
+    torch.testing.assert_close(logits, step_logits(twin, tokens), rtol=1e-5, atol=1e-5)
+    assert torch.equal(greedy(model, PROMPT, 16), tokens)
+    fxopt.restore_model(model)
+    assert not any(isinstance(layer.self_attn.__dict__.get("forward"), attention_step.AttentionStep) for layer in model.model.layers)
+
+
+def test_attention_steps_leave_masked_batched_and_preserving_calls_to_the_module() -> None:
+    """A step with a padding mask, a batch of two, or the preserving preset (SDPA, no steps
+    installed) runs the module's own forward: the same outputs as without the steps."""
+    model, twin = tiny_llama(), tiny_llama()
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    fxopt.optimize_model(twin, "decode", calibration=PROMPT)
+    without_attention_steps(twin)
+    prompts = torch.cat([PROMPT, PROMPT.flip(-1)])
+    mask = torch.ones_like(prompts)
+    mask[1, :3] = 0  # left padding: every step of the batch carries a mask
+    with torch.no_grad():
+        kwargs = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
+        assert torch.equal(model.generate(prompts, attention_mask=mask, **kwargs), twin.generate(prompts, attention_mask=mask, **kwargs))
+        one = model.generate(PROMPT, attention_mask=mask[1:], **kwargs)
+        assert torch.equal(one, twin.generate(PROMPT, attention_mask=mask[1:], **kwargs))
+    preserving = tiny_llama()
+    fxopt.optimize_model(preserving, "default")
+    assert without_attention_steps(preserving) == 0

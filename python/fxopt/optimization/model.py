@@ -41,6 +41,7 @@ from ..tracing.trace import trace
 from . import hardware
 from .presets import get_preset
 from .presets import preset as build_preset
+from .attention_step import AttentionStep, applies_to
 from .sharing_copy import sharing_copy
 from .transformation import Transformation
 
@@ -52,6 +53,10 @@ _MARK = "_fxopt_optimized_blocks"
 _ATTENTION = "_fxopt_attention"
 """Attribute of an optimized model whose one-token attention runs fxopt's kernel: the attention
 implementation it had before (runtime/decode_attention.py)."""
+
+_STEPS = "_fxopt_attention_steps"
+"""Attribute of an optimized model: the names of the attention modules whose decoding steps
+run as one lean call (attention_step.py)."""
 
 _KV_HOOK = "_fxopt_kv_cache_hook"
 """Attribute of an optimized model: the handle of its forward pre-hook that makes the
@@ -95,11 +100,11 @@ class OptimizedForward:
         key = _size_class(x)
         run = self.graphs.get(key)
         if run is None:
-            run = self.graphs[key] = self._prepare(x)
+            run = self.graphs[key] = self.prepare(x)
             if not key[2] and x.dim() >= 2:
                 step = x.narrow(-2, 0, 1)
                 if _size_class(step) not in self.graphs:
-                    self.graphs[_size_class(step)] = self._prepare(step)
+                    self.graphs[_size_class(step)] = self.prepare(step)
             if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
                 self.uninstall()  # nothing left to run here: see the class
         return run(x)
@@ -113,7 +118,7 @@ class OptimizedForward:
         else:
             del self.module.__dict__["forward"]
 
-    def _prepare(self, x: torch.Tensor) -> Any:
+    def prepare(self, x: torch.Tensor) -> Any:
         """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
         if the trace does not compute what the block does on `x` (a symbolic trace can fix a
         branch the block takes by input), or if the graph is not faster on `x`."""
@@ -241,6 +246,23 @@ def _install(module: nn.Module, name: str, preset: str, installed: list[str], mo
         _install(child, f"{name}.{child_name}" if name else child_name, preset, installed, model_bytes)
 
 
+def _install_attention_steps(model: nn.Module, preset: str, model_bytes: int) -> tuple[str, ...]:
+    """Gives each attention module whose decoding steps attention_step.py runs that forward; its
+    stacked projections are one more block, prepared for one-token steps with `preset`."""
+
+    def prepare(block: nn.Module, traced: GraphModule, x: torch.Tensor) -> Any:
+        forward = OptimizedForward(block, traced, preset, model_bytes)
+        run = forward.prepare(x)
+        return None if run is forward.original else run
+
+    names = []
+    for name, module in model.named_modules():
+        if applies_to(module):
+            module.forward = AttentionStep(module, prepare)  # type: ignore[method-assign]
+            names.append(name)
+    return tuple(names)
+
+
 def optimize_model(model: ModelT, preset: str = "default", *, calibration: Inputs | None = None) -> ModelT:
     """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, and, on
     the CPU, a transformers KV cache passed to it appending in place (runtime/kv_cache.py: the
@@ -266,6 +288,7 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
         object.__setattr__(model, _KV_HOOK, hook)
         if get_preset(preset).decode_attention and (previous := decode_attention.install(model)):
             object.__setattr__(model, _ATTENTION, previous)
+            object.__setattr__(model, _STEPS, _install_attention_steps(model, preset, model_bytes))
     if calibration is not None:
         with torch.no_grad():
             if isinstance(calibration, Mapping):
@@ -293,6 +316,10 @@ def restore_model(model: ModelT) -> ModelT:
     hook = model.__dict__.pop(_KV_HOOK, None)
     if hook is not None:
         hook.remove()
+    for name in model.__dict__.pop(_STEPS, ()):
+        forward = model.get_submodule(name).__dict__.get("forward")
+        if isinstance(forward, AttentionStep):
+            forward.uninstall()
     previous = model.__dict__.pop(_ATTENTION, None)
     if previous is not None:
         decode_attention.uninstall(model, previous)
