@@ -4,6 +4,7 @@ prepared once per rank (never per decoding step), the original weights saved and
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from safetensors.torch import load_file
 
 import fxopt
 from fxopt.optimization.model import OptimizedForward, optimized_blocks
+from fxopt.tracing.train_mode import TrainModeWarning
 
 
 def tiny_llama() -> transformers.LlamaForCausalLM:
@@ -352,7 +354,9 @@ def test_llama_attention_steps_run_as_one_call_with_the_same_logits(preset: str)
 
     attention_step._StackedProjections.__init__ = recorded  # type: ignore[method-assign]
     try:
-        fxopt.optimize_model(model, preset, calibration=PROMPT)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TrainModeWarning)  # the stacked block is traced in eval
+            fxopt.optimize_model(model, preset, calibration=PROMPT)
     finally:
         attention_step._StackedProjections.__init__ = original_init  # type: ignore[method-assign]
     fxopt.optimize_model(twin, preset, calibration=PROMPT)

@@ -51,6 +51,7 @@ class _StackedProjections(nn.Module):
             self.proj.weight.copy_(weight)
             if self.proj.bias is not None:
                 self.proj.bias.copy_(torch.cat([p.bias.detach() for p in parts]))
+        self.eval()  # the model is (decoding steps run only for modules not in training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x)

@@ -266,7 +266,9 @@ def _install_attention_steps(model: nn.Module, preset: str, model_bytes: int) ->
 def optimize_model(model: ModelT, preset: str = "default", *, calibration: Inputs | None = None) -> ModelT:
     """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, and, on
     the CPU, a transformers KV cache passed to it appending in place (runtime/kv_cache.py: the
-    same values, without copying the cache every step).
+    same values, without copying the cache every step); under a decoding preset, one-token
+    steps of its attention through fxopt's kernel (runtime/decode_attention.py), Llama
+    attention modules' steps as one call (attention_step.py).
 
     The class, config, `generate`, hooks and `save_pretrained` (of the original weights) stay;
     ``fxopt.restore_model(model)`` undoes it. Graphs are prepared on each block's first call;
