@@ -1,4 +1,4 @@
-"""One-token decoding steps of Llama attention modules as one lean call: q, k and v projected by
+"""One-token decoding steps of Llama-style attention modules as one lean call: q, k and v projected by
 a single optimized block, rotary embedding applied to q and k at once, fxopt's decoding kernel.
 
 A Llama decoding step's attention spent about 250 us a layer outside its four projections at one
@@ -11,7 +11,7 @@ the cache and runs the same decoding kernel the model's attention function would
 (runtime/decode_attention.py). Per step it measured 0.85 ms less (9.4 -> 8.6 ms, `decode`).
 
 Only where that computes what the module's own forward computes: modules whose forward is
-transformers' `LlamaAttention.forward` (Llama and the classes that inherit it unchanged), under
+transformers' Llama, Qwen2 or Mistral attention forward (and classes inheriting one), under
 a decoding preset (the model's attention implementation is fxopt's), on a step that kernel takes
 (one float32 token, batch 1, no mask, a cache). Every other call (prompts, masks, other dtypes,
 attention weights asked for) runs the module's own forward. The stacked Linear's float32 weight
@@ -20,6 +20,7 @@ exists only while its graph is prepared: the step keeps that graph's own (quanti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,8 +29,16 @@ from torch import nn
 from ..runtime import decode_attention
 from ..tracing.trace import trace
 
-_LLAMA_FORWARD = "LlamaAttention.forward"
-"""The qualified name of the forward whose step this reproduces."""
+_FORWARDS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "LlamaAttention.forward": lambda module: {},
+    "Qwen2Attention.forward": lambda module: {"sliding_window": module.sliding_window},
+    "MistralAttention.forward": lambda module: {"sliding_window": getattr(module.config, "sliding_window", None)},
+}
+"""The transformers forwards whose step this reproduces (by qualified name: a class inheriting
+one unchanged has it too), each with the arguments it adds to the attention function's call:
+Llama's; Qwen2's and Mistral's differ from it in a sliding window only."""
+
+_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj"}
 
 _NAMED = frozenset({"hidden_states", "position_embeddings", "attention_mask", "cache", "past_key_values"})
 """The forward's own keyword arguments; the others go on to the cache's update."""
@@ -57,12 +66,18 @@ class _StackedProjections(nn.Module):
         return self.proj(x)
 
 
-def applies_to(module: nn.Module) -> bool:
-    """Whether `module` is an attention module whose decoding steps this runs."""
+def _forward_name(module: nn.Module) -> str | None:
     forward = getattr(type(module), "forward", None)
-    if getattr(getattr(forward, "__wrapped__", forward), "__qualname__", None) != _LLAMA_FORWARD:
+    return getattr(getattr(forward, "__wrapped__", forward), "__qualname__", None)
+
+
+def applies_to(module: nn.Module) -> bool:
+    """Whether `module` is an attention module whose decoding steps this runs: one of the
+    forwards above over exactly the four projections (a version that added a norm of q and k,
+    as Qwen3 has, would hold more modules)."""
+    if _forward_name(module) not in _FORWARDS or {name for name, _ in module.named_children()} != _PROJECTIONS:
         return False
-    parts: list[Any] = [getattr(module, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    parts: list[Any] = [getattr(module, name) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
     if not all(type(p) is nn.Linear for p in parts):
         return False
     q, k, v, _ = parts
@@ -88,6 +103,7 @@ class AttentionStep:
         self.step: Any = None  # the stacked projections' graph; False: none measured faster
         self.heads = module.q_proj.out_features // module.head_dim
         self.kv_heads = module.k_proj.out_features // module.head_dim
+        self.attention_arguments = _FORWARDS[str(_forward_name(module))]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hidden_states = args[0] if args else kwargs.get("hidden_states")
@@ -148,5 +164,6 @@ class AttentionStep:
         )
         query = qk[: self.heads].view(1, self.heads, 1, d)
         # The model's attention function: the kernel, or SDPA for a cache whose rows it cannot read.
-        out, _ = decode_attention.attention(module, query, keys, values, None, scaling=module.scaling)
+        arguments = self.attention_arguments(module)
+        out, _ = decode_attention.attention(module, query, keys, values, None, scaling=module.scaling, **arguments)
         return module.o_proj(out.reshape(1, 1, -1)), None
