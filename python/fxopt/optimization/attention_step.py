@@ -8,7 +8,7 @@ transposes, rotary embedding as ten small ops, transformers' attention lookup. H
 one projection call (the three weights stacked, one Linear optimized with the model's preset, so
 its kernel is chosen and timed as any block's) and five ops of rotary embedding, then appends to
 the cache and runs the same decoding kernel the model's attention function would
-(runtime/decode_attention.py). Per step it measured 0.85 ms less (10.4 -> 9.1 ms, `decode`, alternating in one process).
+(runtime/decode_attention.py). A `decode` step measured 10.4 -> 9.1 ms (alternating in one process).
 
 Only where that computes what the module's own forward computes: modules whose forward is
 transformers' Llama, Qwen2 or Mistral attention forward (and classes inheriting one), under
