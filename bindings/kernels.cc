@@ -1,10 +1,15 @@
 #include "bindings/kernels.h"
 
+#include <nanobind/stl/vector.h>
+
 #include <cstdint>
+#include <stdexcept>
+#include <vector>
 
 #include "kernels/decode_attention.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
+#include "kernels/prefill_attention.h"
 
 namespace nb = nanobind;
 
@@ -14,6 +19,22 @@ namespace {
 template <class T>
 T* at(uintptr_t address) {
   return reinterpret_cast<T*>(address);
+}
+
+// sizes: batch, heads, kv_heads, rows, keys, d; strides: batch, head and row of q, k, v, mask.
+PrefillAttention prefill_shape(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& strides, float scale, bool causal) {
+  if (sizes.size() != 6 || strides.size() != 12)
+    throw std::invalid_argument("prefill_attention_bf16: 6 sizes and 12 strides");
+  PrefillAttention s;
+  s.batch = sizes[0], s.heads = sizes[1], s.kv_heads = sizes[2], s.rows = sizes[3];
+  s.keys = sizes[4], s.d = sizes[5];
+  AttentionStrides* parts[] = {&s.q, &s.k, &s.v, &s.mask};
+  for (size_t i = 0; i < 4; ++i)
+    *parts[i] = {strides[3 * i], strides[3 * i + 1], strides[3 * i + 2]};
+  s.scale = scale;
+  s.causal = causal;
+  return s;
 }
 
 }  // namespace
@@ -68,6 +89,25 @@ void bind_kernels(nb::module_& m) {
       "out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against "
       "kv_heads blocks of length rows of keys and values, head_stride floats apart "
       "(kernels/decode_attention.h); arguments are data addresses.");
+  m.def("prefill_attention_bf16_available", &prefill_attention_bf16_available,
+        "Whether this CPU runs prefill_attention_bf16 (AVX512-BF16, under a oneDNN ISA cap).");
+  m.def(
+      "prefill_attention_bf16",
+      [](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, uintptr_t q,
+         uintptr_t k, uintptr_t v, uintptr_t mask, float scale, bool causal, uintptr_t out,
+         int threads) {
+        PrefillAttention shape = prefill_shape(sizes, strides, scale, causal);
+        prefill_attention_bf16(shape, at<const uint16_t>(q), at<const uint16_t>(k),
+                               at<const uint16_t>(v), mask ? at<const float>(mask) : nullptr,
+                               at<uint16_t>(out), threads);
+      },
+      nb::arg("sizes"), nb::arg("strides"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+      nb::arg("mask"), nb::arg("scale"), nb::arg("causal"), nb::arg("out"), nb::arg("threads"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "out[batch, rows, heads, d] (bfloat16) = softmax(scale * q k^T + mask) v for bfloat16 q "
+      "[batch, heads, rows, d] and k, v [batch, kv_heads, keys, d] (kernels/prefill_attention.h); "
+      "sizes: batch, heads, kv_heads, rows, keys, d; strides (elements): batch, head and row of "
+      "q, k, v and the float32 mask (address 0: none); arguments are data addresses.");
 }
 
 }  // namespace fxopt::bindings

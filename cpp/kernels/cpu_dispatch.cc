@@ -68,5 +68,13 @@ bool has_avx512_vnni() {
   return supported;
 }
 
+bool has_avx512_bf16() {
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+      cap() >= level("AVX512_CORE_BF16");
+  return supported;
+}
+
 }  // namespace fxopt
 #endif

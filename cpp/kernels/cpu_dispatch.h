@@ -1,6 +1,7 @@
 // What the kernels' runtime dispatch shares: the attributes that compile one function for AVX2
-// with FMA and F16C, for AVX-512F, or for AVX-512 with byte operations and VNNI dot products (the rest of
-// the build targets the baseline x86-64), and the checks that this CPU runs them. Elsewhere the
+// with FMA and F16C, for AVX-512F, or for AVX-512 with byte operations and VNNI or bfloat16 dot
+// products (the rest of the build targets the baseline x86-64), and the checks that this CPU
+// runs them. Elsewhere the
 // FXOPT_AVX* macros are undefined and only the portable loops are built.
 //
 // The checks honour the instruction-set cap a user sets for oneDNN (`ONEDNN_MAX_CPU_ISA`, or
@@ -13,12 +14,14 @@
 #define FXOPT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FXOPT_AVX512 __attribute__((target("avx512f")))
 #define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define FXOPT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace fxopt {
 
 bool has_avx2();
 bool has_avx512();
 bool has_avx512_vnni();
+bool has_avx512_bf16();
 
 }  // namespace fxopt
 #endif

@@ -37,5 +37,9 @@ inline const Symbol kMethodAddmm = Symbol::intern("addmm");
 // (python/fxopt/runtime/onednn_linear.py).
 inline const Symbol kOnednnLinearPointwise =
     Symbol::intern("fxopt.runtime.onednn_linear.linear_pointwise");
+// fxopt's bfloat16 attention with scaled_dot_product_attention's signature
+// (python/fxopt/runtime/prefill_attention.py).
+inline const Symbol kPrefillAttentionBf16 =
+    Symbol::intern("fxopt.runtime.prefill_attention.attention_bf16");
 
 }  // namespace fxopt::targets

@@ -3,6 +3,7 @@
 #include "passes/change_activation.h"
 #include "passes/change_precision.h"
 #include "passes/change_true_div_to_mul_by_inverse.h"
+#include "passes/choose_attention_kernel.h"
 #include "passes/conv_weights_channels_last.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
@@ -116,6 +117,10 @@ const std::vector<PassInfo>& all_passes() {
              string_option(o, "dtype"), *dtype_object,
              full && full->is<Dict>() ? full->as<Dict>() : Dict{});
        }},
+      {"ChooseAttentionKernel",
+       "a bfloat16 scaled_dot_product_attention runs fxopt's AVX512-BF16 attention kernel where "
+       "that measured faster (CPU)",
+       false, make_plain<ChooseAttentionKernel>},
       {"SmoothLinearInputs",
        "a Linear's input is divided per channel by factors its weight's columns are multiplied "
        "by (SmoothQuant; for int8 activations)",

@@ -209,3 +209,13 @@ def decode_attention(q: int, heads: int, d: int, k: int, v: int, kv_heads: int, 
     """
     out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against kv_heads blocks of length rows of keys and values, head_stride floats apart (kernels/decode_attention.h); arguments are data addresses.
     """
+
+def prefill_attention_bf16_available() -> bool:
+    """
+    Whether this CPU runs prefill_attention_bf16 (AVX512-BF16, under a oneDNN ISA cap).
+    """
+
+def prefill_attention_bf16(sizes: Sequence[int], strides: Sequence[int], q: int, k: int, v: int, mask: int, scale: float, causal: bool, out: int, threads: int) -> None:
+    """
+    out[batch, rows, heads, d] (bfloat16) = softmax(scale * q k^T + mask) v for bfloat16 q [batch, heads, rows, d] and k, v [batch, kv_heads, keys, d] (kernels/prefill_attention.h); sizes: batch, heads, kv_heads, rows, keys, d; strides (elements): batch, head and row of q, k, v and the float32 mask (address 0: none); arguments are data addresses.
+    """

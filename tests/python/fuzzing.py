@@ -40,6 +40,7 @@ from fxopt.optimization import (
     QuantizeLinearsWeightOnly,
     ChangeActivation,
     ChangePrecision,
+    ChooseAttentionKernel,
     ChangeTrueDivToMulByInverse,
     ConvWeightsChannelsLast,
     EliminateCommonSubexpressions,
@@ -82,6 +83,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseConvActivationOneDnn()": FuseConvActivationOneDnn,
     "ConvWeightsChannelsLast()": ConvWeightsChannelsLast,
     "ChangePrecision(torch.bfloat16)": lambda: ChangePrecision(torch.bfloat16),
+    "ChooseAttentionKernel()": ChooseAttentionKernel,
     "ChangePrecision(torch.float16)": lambda: ChangePrecision(torch.float16),
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
@@ -186,7 +188,7 @@ def generate(seed: int, dense: bool | None = None) -> Case:
     for _ in range(rng.randint(2, 9)):
         a = pick()
         v = new("v")
-        op = rng.choice(["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par"])
+        op = rng.choice(["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn"])
         if op == "weighted":
             m, out = new("m"), rng.choice([4, 6, 8])
             bias = rng.random() < 0.7
@@ -223,6 +225,16 @@ def generate(seed: int, dense: bool | None = None) -> Case:
             case.init.extend(ties)
             case.body.append(f"{v} = " + " + ".join(parts))
             width[v] = 4
+        elif op == "attn" and case.dense:
+            # Self-attention over the rows, one head of 16 (ChooseAttentionKernel's, in bfloat16).
+            m = new("m")
+            case.init.append(f"{m} = torch.nn.Linear({width[a]}, 16, bias={rng.random() < 0.7})")
+            causal = rng.random() < 0.3
+            case.body.append(
+                f"{v} = F.scaled_dot_product_attention(*[self.{m}({a}).view(1, 1, -1, 16)] * 3, "
+                f"is_causal={causal}).view(-1, 16)"
+            )
+            width[v] = 16
         elif op == "norm":
             m = new("m")
             kind = "BatchNorm1d" if case.dense else "BatchNorm2d"
@@ -405,7 +417,7 @@ class Failure:
 # measurement can select is fuzzed too, alone and composed.
 KERNEL_PINS: tuple[dict[str, str], ...] = (
     {},
-    {"linear": "aten", "int8_linear": "float32"},
+    {"linear": "aten", "int8_linear": "float32", "attention": "sdpa"},
     {"linear": "onednn"},  # oneDNN's Linear with the activation left after it
     {"int8_linear": "int8_onednn"},  # torch's packed int8 GEMMs, one call per Linear
     {"int8_linear": "int8_fbgemm"},
@@ -421,7 +433,8 @@ def plan(seed: int) -> tuple[Case, str, list[str], bool]:
     """The model, trace mode, composition and in-place flag of case `seed`: each pass alone in
     turn (so every pass is tried alone every len(PASSES) cases); else a random composition in
     random order, every other one a chain of Linear passes on a model with Linears and a
-    precision change between two of them; compositions run in place half of the time."""
+    precision change between two of them (then, half of the time, ChooseAttentionKernel);
+    compositions run in place half of the time."""
     rng = random.Random(seed * 7919 + 1)
     mode = rng.choice(["symbolic", "export"])
     names = list(PASSES)
@@ -432,6 +445,8 @@ def plan(seed: int) -> tuple[Case, str, list[str], bool]:
         return generate(seed), mode, rng.sample(names, k=rng.randint(2, 6)), inplace
     passes = rng.sample(LINEAR_PASSES, k=rng.randint(2, 4))
     passes.insert(rng.randint(1, len(passes) - 1), rng.choice(PRECISIONS))
+    if rng.random() < 0.5:  # after the precision change: attention in bfloat16
+        passes.append("ChooseAttentionKernel()")
     return generate(seed, dense=True), mode, passes, inplace
 
 

@@ -103,6 +103,7 @@ def test_a_capped_onednn_isa_is_a_cpu_without_the_capped_flags(  # type: ignore[
     assert hardware.cpu_flags() == flags
     assert hardware.fast_bfloat16_cpu() is bf16 and hardware.fast_int8_cpu() is int8
     assert ("ChangePrecision(dtype=bfloat16)" in presets.preset_passes("fast")) is bf16
+    assert ("ChooseAttentionKernel" in presets.preset_passes("fast")) is bf16  # bfloat16 attention
     # The decoding presets' activations: bfloat16 where native, else float32 where fxopt's own
     # kernels run (AVX2), else none (they run `default`).
     for name, bits, activation in zip(("decode", "decode-int4"), (8, 4), decode, strict=True):
@@ -175,7 +176,7 @@ def test_fast_without_native_bfloat16_says_so_once(monkeypatch: pytest.MonkeyPat
         fxopt.preset("fast")
 
 
-CPU_KERNELS = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinears")
+CPU_KERNELS = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinears", "ChooseAttentionKernel")
 
 
 @pytest.mark.parametrize("capability, lowered", [((9, 0), True), ((7, 5), False)], ids=["hopper", "turing"])

@@ -30,11 +30,12 @@ from .compose import compose
 from .hardware import model_device
 from .presets import build_all, preset_passes
 
-UNSAVABLE = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinearsInt8")
+UNSAVABLE = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinearsInt8", "ChooseAttentionKernel")
 """Passes whose output torch.export.save cannot write: oneDNN's fused linear takes an empty
 list of scalars, which torch's serializer refuses ("Empty list with type number nyi"); the
 packed convolutions and int8 Linears are Python functions (fxopt.runtime) holding weights
-packed by torch, which a `.pt2` has no place for."""
+packed by torch, which a `.pt2` has no place for; fxopt's attention kernel is a call into the
+engine no `.pt2` loader has (and the pass leaves ATen graphs alone anyway)."""
 
 DynamicDims = Callable[[str, Any], Sequence[int]]
 """Per input leaf (its input's name, its value), the dimensions to keep dynamic (`Dim.AUTO`:

@@ -258,7 +258,8 @@ def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[st
             f"compare_with={'bfloat16' if lowered else 'float32'})"
         )
     if lowered:
-        specs.append("ChangePrecision(dtype=bfloat16)")
+        # The attention kernel takes what the lowering leaves in bfloat16.
+        specs += ["ChangePrecision(dtype=bfloat16)", *(["ChooseAttentionKernel"] if device.type == "cpu" else [])]
     return [*specs, *_onednn_fusions(device)]
 
 

@@ -173,6 +173,14 @@ class GraphChoices:
             return tuple(shape)
         if op in kernels.WHOLE_SHAPE_OPS:  # no token count to read: the fallback decides
             return None
+        if op == "attention":  # batch, heads, kv_heads, rows, keys, d; the value is the query
+            hinted = self._hints(value)
+            if hinted is None or len(hinted) != 4 or None in (hinted[0], hinted[2]):
+                return None
+            # The query's batch and rows; keys as many as rows (self-attention over a prompt).
+            hint = {0: cast(int, hinted[0]), 3: cast(int, hinted[2]), 4: cast(int, hinted[2])}
+            filled = [hint.get(i, -1) if size < 0 else size for i, size in enumerate(shape)]
+            return tuple(filled) if all(size >= 0 for size in filled) else None
         hints = self._leading_hint(value)
         if hints is None:
             return None
@@ -190,18 +198,24 @@ class GraphChoices:
             return None
         if self._nodes is None:
             self._nodes = {node.name: node for node in self.gm.graph.nodes}
-        node = self._nodes.get(value)
-        if node is None:
+        if value not in self._nodes:
             return self._last_hint
-        meta = node.meta.get("val", node.meta.get("tensor_meta"))
-        sizes = getattr(meta, "shape", None)
-        if sizes is None or len(sizes) == 0:
+        sizes = self._hints(value)
+        if not sizes or any(h is None for h in sizes[:-1]):
             return None
-        hinted = [_hint(size) for size in list(sizes)[:-1]]
-        if any(h is None for h in hinted):
-            return None
-        self._last_hint = math.prod(cast(list[int], hinted))
+        self._last_hint = math.prod(cast(list[int], sizes[:-1]))
         return self._last_hint
+
+    def _hints(self, value: str) -> list[int | None] | None:
+        """The sizes the graph's value `value` was traced at (None where unknown), or None."""
+        if self.gm is None:
+            return None
+        if self._nodes is None:
+            self._nodes = {node.name: node for node in self.gm.graph.nodes}
+        node = self._nodes.get(value)
+        meta = None if node is None else node.meta.get("val", node.meta.get("tensor_meta"))
+        sizes = getattr(meta, "shape", None)
+        return None if sizes is None else [_hint(size) for size in list(sizes)]
 
 
 def weight_bytes(tensors: Iterable[torch.Tensor]) -> int:

@@ -1,0 +1,144 @@
+"""ChooseAttentionKernel and its runtime function: a bfloat16 scaled_dot_product_attention runs
+fxopt's AVX512-BF16 kernel where the chooser picks it, close to ATen's bfloat16 attention;
+everything the kernel does not take runs SDPA itself; reverse restores the call exactly."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+
+import fxopt
+from fxopt import _core
+from fxopt.optimization import ChangePrecision, ChooseAttentionKernel, compose
+from fxopt.runtime.prefill_attention import attention_bf16
+
+KERNEL = _core.prefill_attention_bf16_available()
+"""Whether this CPU runs the kernel (AVX512-BF16); elsewhere the chooser never picks it."""
+
+SDPA = (F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
+
+
+def tiny_bert() -> transformers.BertModel:
+    config = transformers.BertConfig(
+        vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128
+    )
+    torch.manual_seed(0)
+    return transformers.BertModel(config).eval()
+
+
+def bert_inputs() -> dict[str, torch.Tensor]:
+    ids = torch.randint(1, 128, (2, 24), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, -7:] = 0  # padding: the mask reaches the attention
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def targets(gm: torch.fx.GraphModule) -> list[object]:
+    return [n.target for n in gm.graph.nodes if n.target in (*SDPA, attention_bf16)]
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().flatten(), b.double().flatten()
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+def test_a_lowered_bert_runs_the_kernel_close_to_sdpa_and_reverses_exactly() -> None:
+    model, inputs = tiny_bert(), bert_inputs()
+    with torch.no_grad():
+        reference = model(**inputs).last_hidden_state
+    lowered = compose(ChangePrecision(torch.bfloat16), inplace=True)(fxopt.trace(model, example_inputs=inputs))
+    code, state = lowered.code, {k: v.clone() for k, v in lowered.state_dict().items()}
+    with torch.no_grad():
+        with_sdpa = lowered(**inputs)["last_hidden_state"]
+    choose = ChooseAttentionKernel()
+    chosen = choose(copy.deepcopy(lowered))
+    assert choose.report is not None
+    if KERNEL:  # head size 16: the kernel's smallest
+        assert targets(chosen) == [attention_bf16] * 2 and len(choose.report.changed) == 2
+        assert [c.picked for c in choose.report.choices] == ["fxopt_bf16"] * 2
+    else:
+        assert targets(chosen) == [torch._C._nn.scaled_dot_product_attention] * 2
+        assert not choose.report.changed
+    assert len(chosen.graph.nodes) == len(lowered.graph.nodes)  # the call changes target only
+    with torch.no_grad():
+        out = chosen(**inputs)["last_hidden_state"]
+    assert out.dtype == with_sdpa.dtype == torch.float32
+    # bfloat16 either way: both this close to float32, and to each other
+    assert cosine(out, reference) > 0.9999 and cosine(with_sdpa, reference) > 0.9999
+    torch.testing.assert_close(out, with_sdpa, rtol=0.05, atol=0.05)
+    back = choose(chosen, reverse=True)
+    assert back.code == code and targets(back) == [torch._C._nn.scaled_dot_product_attention] * 2
+    with torch.no_grad():
+        assert torch.equal(back(**inputs)["last_hidden_state"], with_sdpa)
+    assert all(torch.equal(v, state[k]) for k, v in back.state_dict().items())
+
+
+def test_a_float32_graph_is_left_alone_with_the_reason() -> None:
+    model, inputs = tiny_bert(), bert_inputs()
+    choose = ChooseAttentionKernel()
+    gm = choose(fxopt.trace(model, example_inputs=inputs))
+    assert choose.report is not None and not choose.report.changed
+    assert {reason for _, reason in choose.report.skipped} == {
+        "its operands are float32, not all bfloat16 (the kernel's dtype; ChangePrecision lowers them)"
+    }
+    assert targets(gm) == [torch._C._nn.scaled_dot_product_attention] * 2
+
+
+def qkv(batch: int, heads: int, kv_heads: int, rows: int, keys: int, d: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    """q, k and v as a model's projections give them: [batch, rows, heads * d] viewed per head."""
+    g = torch.Generator().manual_seed(rows * 31 + d)
+    q = (torch.randn(batch, rows, heads, d, generator=g) * 2).to(dtype).transpose(1, 2)
+    k, v = ((torch.randn(batch, keys, kv_heads, d, generator=g)).to(dtype).transpose(1, 2) for _ in range(2))
+    return [q, k, v]
+
+
+@pytest.mark.skipif(not KERNEL, reason="the kernel needs AVX512-BF16; the fallback is tested below")
+@pytest.mark.parametrize(
+    ("shape", "mask", "causal"),
+    [
+        ((1, 12, 12, 128, 128, 32), "bool", False),
+        ((2, 4, 4, 33, 33, 64), "float", False),
+        ((1, 8, 2, 40, 40, 128), None, True),  # grouped-query heads
+        ((1, 2, 2, 17, 50, 16), "float", False),  # a prompt against more keys
+    ],
+)
+def test_the_kernel_matches_bfloat16_sdpa(shape: tuple[int, ...], mask: str | None, causal: bool) -> None:
+    batch, heads, kv_heads, rows, keys, d = shape
+    q, k, v = qkv(*shape, torch.bfloat16)
+    attn_mask = None
+    if mask is not None:
+        keep = torch.ones(batch, 1, rows, keys, dtype=torch.bool)
+        keep[..., -3:] = False
+        attn_mask = keep if mask == "bool" else torch.zeros(keep.shape, dtype=torch.bfloat16).masked_fill(~keep, -1e4)
+    gqa = heads != kv_heads
+    expected = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), attn_mask=attn_mask if mask != "float" else attn_mask.double(), is_causal=causal, enable_gqa=gqa)  # type: ignore[union-attr]
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal, enable_gqa=gqa)
+    out = attention_bf16(q, k, v, attn_mask=attn_mask, is_causal=causal, enable_gqa=gqa)
+    assert out.shape == sdpa.shape and out.dtype == torch.bfloat16
+    assert out.transpose(1, 2).is_contiguous()  # [batch, rows, heads, d] memory, as ATen's
+    assert cosine(out, expected) >= cosine(sdpa, expected) - 1e-5
+    torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.02)
+
+
+def test_calls_the_kernel_does_not_take_run_sdpa_itself() -> None:
+    q, k, v = qkv(1, 2, 2, 8, 8, 16, torch.float32)
+    assert torch.equal(attention_bf16(q, k, v), F.scaled_dot_product_attention(q, k, v))  # float32
+    qb, kb, vb = qkv(1, 2, 2, 8, 8, 24, torch.bfloat16)  # head size 24: no path
+    assert torch.equal(attention_bf16(qb, kb, vb, scale=0.3), F.scaled_dot_product_attention(qb, kb, vb, scale=0.3))
+    torch.manual_seed(0)
+    dropped = attention_bf16(qb, kb, vb, dropout_p=0.5)
+    torch.manual_seed(0)
+    assert torch.equal(dropped, F.scaled_dot_product_attention(qb, kb, vb, dropout_p=0.5))
+    mask = torch.rand(8, 8, generator=torch.Generator().manual_seed(0)) > 0.3
+    both = qkv(1, 2, 2, 8, 8, 16, torch.bfloat16)  # a mask and is_causal: whatever SDPA makes of it
+    assert torch.equal(
+        attention_bf16(*both, attn_mask=mask, is_causal=True), F.scaled_dot_product_attention(*both, attn_mask=mask, is_causal=True)
+    )
+    q16, k16, v16 = (t.requires_grad_() for t in qkv(1, 2, 2, 8, 8, 16, torch.bfloat16))
+    out = attention_bf16(q16, k16, v16)  # autograd: SDPA, which has a backward
+    out.float().sum().backward()
+    assert q16.grad is not None
