@@ -14,6 +14,8 @@ Variants (`--variants`):
   Preparation = trace + passes; "fxopt s" is fxopt's own part of it: one `compose(...)(gm)`
   call (import into the engine, passes with their kernel choices timed into an empty cache,
   sync back, lint and recompile).
+* fxopt-fast-sdpa: `fast` without `ChooseAttentionKernel` (an ablation: attention through ATen's
+  SDPA, not fxopt's bfloat16 kernel).
 * fxopt-fast-export: `fast` on the graph `fxopt.trace(mode="export")` makes (torch.export,
   ATen ops) instead of `auto`'s (Dynamo for transformers models): the same passes, a trace a
   third as long.
@@ -244,8 +246,11 @@ def _trace(subject: Subject, mode: str) -> tuple[GraphModule | str, float]:
         return f"trace failed: {one_line(exc)}", 0.0
 
 
-def preset_passes(preset: str) -> Callable[[Subject, GraphModule], list[Transformation]]:
-    return lambda subject, graph_module: presets.build_all(presets.preset_passes(preset, subject.device))
+def preset_passes(preset: str, without: str = "") -> Callable[[Subject, GraphModule], list[Transformation]]:
+    """`preset`'s passes for the subject's device, less the pass named `without` (an ablation)."""
+    return lambda subject, graph_module: presets.build_all(
+        [spec for spec in presets.preset_passes(preset, subject.device) if spec != without]
+    )
 
 
 def calibration(subject: Subject) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
@@ -471,6 +476,7 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-traced": VariantSpec(fxopt_preparer(lambda subject, graph_module: []), False, gpu=True),
     "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False, gpu=True),
     "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False, gpu=True),
+    "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), False),
     "fxopt-fast-export": VariantSpec(fxopt_preparer(preset_passes("fast"), mode="export"), False),
     "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), False),
     "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
