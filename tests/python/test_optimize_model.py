@@ -334,25 +334,35 @@ def without_attention_steps(model: transformers.PreTrainedModel) -> int:
 
 
 def tiny_decoder(architecture: str) -> transformers.PreTrainedModel:
-    """A two-layer causal LM of a Llama-style architecture (GQA: 4 heads, 2 kv heads)."""
+    """A two-layer causal LM (Llama-style ones with GQA: 4 heads, 2 kv heads)."""
     if architecture == "llama":
         return tiny_llama()
     sizes = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
     torch.manual_seed(0)
     if architecture == "qwen2":  # q, k and v with biases
         return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**sizes, num_key_value_heads=2)).eval()
+    if architecture == "gpt2":  # q, k and v stacked in c_attn already, no rotary embedding
+        config = transformers.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, pad_token_id=0)
+        return transformers.GPT2LMHeadModel(config).eval()
     config = transformers.MistralConfig(**sizes, num_key_value_heads=2, sliding_window=None)
     return transformers.MistralForCausalLM(config).eval()
 
 
+def attention_modules(model: transformers.PreTrainedModel) -> list[torch.nn.Module]:
+    layers = model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    return [layer.attn if hasattr(layer, "attn") else layer.self_attn for layer in layers]
+
+
 @pytest.mark.parametrize(
-    ("architecture", "preset"), [("llama", "decode"), ("llama", "decode-int4"), ("qwen2", "decode"), ("mistral", "decode")]
+    ("architecture", "preset"),
+    [("llama", "decode"), ("llama", "decode-int4"), ("qwen2", "decode"), ("mistral", "decode"), ("gpt2", "decode")],
 )
 def test_attention_steps_run_as_one_call_with_the_same_logits(architecture: str, preset: str) -> None:
-    """Under the decoding presets a Llama-style attention module's one-token step projects q, k
-    and v with one stacked block and runs the decoding kernel: the logits of every step are those
-    of the per-projection path (the same model with the steps uninstalled), the projections' own
-    blocks serve prompts only, and the stacked float32 weight is not kept."""
+    """Under the decoding presets an attention module's one-token step runs as one call: q, k and
+    v from one block (Llama's three projections stacked; GPT-2's c_attn), the decoding kernel, the
+    output projection. The logits of every step are those of the module's own forward (the same
+    model with the steps uninstalled), a Llama's projection blocks serve prompts only, and the
+    stacked float32 weight is not kept."""
     import gc
     import weakref
 
@@ -374,26 +384,34 @@ def test_attention_steps_run_as_one_call_with_the_same_logits(architecture: str,
     finally:
         attention_step._StackedProjections.__init__ = original_init  # type: ignore[method-assign]
     fxopt.optimize_model(twin, preset, calibration=PROMPT)
-    assert without_attention_steps(twin) == model.config.num_hidden_layers
-    steps = [layer.self_attn.__dict__.get("forward") for layer in model.model.layers]
-    assert all(isinstance(s, attention_step.AttentionStep) and s.step for s in steps)
+    layers = model.config.num_hidden_layers
+    assert without_attention_steps(twin) == layers
+    steps = [m.__dict__.get("forward") for m in attention_modules(model)]
+    assert all(isinstance(s, attention_step.AttentionStep) and s.project for s in steps)
     gc.collect()
-    assert len(stacked) == model.config.num_hidden_layers and all(ref() is None for ref in stacked)
+    assert len(stacked) == (0 if architecture == "gpt2" else layers) and all(ref() is None for ref in stacked)
 
     tokens = greedy(twin, PROMPT, 16)
-    q_proj = model.model.layers[0].self_attn.q_proj
-    calls = []
-    q_forward = q_proj.forward
-    q_proj.forward = lambda x: calls.append(x.shape[-2]) or q_forward(x)  # type: ignore[method-assign]
+    runs: list[int] = []
+    run = attention_step.AttentionStep._run
+    attention_step.AttentionStep._run = lambda self, *a: runs.append(1) or run(self, *a)  # type: ignore[method-assign]
+    projections: list[int] = []
+    if architecture != "gpt2":
+        q_proj = attention_modules(model)[0].q_proj
+        q_forward = q_proj.forward
+        q_proj.forward = lambda x: projections.append(x.shape[-2]) or q_forward(x)  # type: ignore[method-assign]
     try:
         logits = step_logits(model, tokens)
     finally:
-        q_proj.forward = q_forward  # type: ignore[method-assign]
-    assert calls == [12]  # the prompt's; the steps projected through the stacked block
+        attention_step.AttentionStep._run = run  # type: ignore[method-assign]
+        if architecture != "gpt2":
+            q_proj.forward = q_forward  # type: ignore[method-assign]
+    assert len(runs) == (tokens.shape[1] - 12) * layers  # every step of every layer
+    assert projections == ([] if architecture == "gpt2" else [12])  # the prompt's only
     torch.testing.assert_close(logits, step_logits(twin, tokens), rtol=1e-5, atol=1e-5)
     assert torch.equal(greedy(model, PROMPT, 16), tokens)
     fxopt.restore_model(model)
-    assert not any(isinstance(layer.self_attn.__dict__.get("forward"), attention_step.AttentionStep) for layer in model.model.layers)
+    assert not any(isinstance(m.__dict__.get("forward"), attention_step.AttentionStep) for m in attention_modules(model))
 
 
 def test_attention_steps_leave_masked_batched_and_preserving_calls_to_the_module() -> None:
