@@ -142,3 +142,27 @@ def test_calls_the_kernel_does_not_take_run_sdpa_itself() -> None:
     out = attention_bf16(q16, k16, v16)  # autograd: SDPA, which has a backward
     out.float().sum().backward()
     assert q16.grad is not None
+
+
+@pytest.mark.skipif(not KERNEL, reason="the mask reaches the kernel only where it runs")
+def test_one_mask_is_converted_once_while_it_lives_unchanged() -> None:
+    """A model's layers all pass the same mask: converted once, again after an in-place change,
+    and not held once the mask is gone."""
+    import gc
+
+    from fxopt.runtime import prefill_attention
+
+    q, k, v = qkv(1, 2, 2, 16, 16, 32, torch.bfloat16)
+    mask = torch.ones(1, 1, 16, 16, dtype=torch.bool)
+    mask[..., -4:] = False
+    first = attention_bf16(q, k, v, attn_mask=mask)
+    converted = prefill_attention._last_mask.get(mask)
+    assert converted is not None and torch.equal(attention_bf16(q, k, v, attn_mask=mask), first)
+    assert prefill_attention._last_mask.get(mask) is converted  # reused, not made again
+    mask[..., -8:] = False  # in place: the conversion is stale
+    assert prefill_attention._last_mask.get(mask) is None
+    expected = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), attn_mask=mask)
+    torch.testing.assert_close(attention_bf16(q, k, v, attn_mask=mask).double(), expected, rtol=0.02, atol=0.02)
+    del mask
+    gc.collect()
+    assert prefill_attention._last_mask.additive is None

@@ -12,6 +12,9 @@ transpose back and reshape then copy nothing.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import torch
 import torch.nn.functional as F
 
@@ -19,15 +22,43 @@ from .. import _core
 from . import graph_leaf
 
 
+class _LastMask(threading.local):
+    """The last mask converted on this thread, while it lives unchanged: a model's layers all
+    read the one mask (six conversions a MiniLM forward, 0.35 ms of 20, before)."""
+
+    source: weakref.ref[torch.Tensor] | None = None
+    version = -1
+    additive: torch.Tensor | None = None
+
+    def get(self, mask: torch.Tensor) -> torch.Tensor | None:
+        if self.source is not None and self.source() is mask and self.version == mask._version:
+            return self.additive
+        return None
+
+    def put(self, mask: torch.Tensor, additive: torch.Tensor) -> None:
+        # The conversion goes with the mask: nothing is held after the forward that made it.
+        self.source = weakref.ref(mask, lambda _: self.put_none())
+        self.version, self.additive = mask._version, additive
+
+    def put_none(self) -> None:
+        self.source, self.additive = None, None
+
+
+_last_mask = _LastMask()
+
+
 def _additive_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) -> torch.Tensor | None:
     """`mask` as float32 added to the scores, broadcast to `shape` (strides of 0 where it
     broadcasts), keys contiguous; None without a mask."""
     if mask is None:
         return None
-    if mask.dtype == torch.bool:
-        additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
-    else:
-        additive = mask.float()
+    additive = _last_mask.get(mask)
+    if additive is None:
+        if mask.dtype == torch.bool:
+            additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
+        else:
+            additive = mask.float()
+        _last_mask.put(mask, additive)
     additive = additive.expand(shape)
     return additive if additive.stride(-1) == 1 else additive.contiguous()
 
