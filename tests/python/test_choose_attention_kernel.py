@@ -5,6 +5,8 @@ everything the kernel does not take runs SDPA itself; reverse restores the call 
 from __future__ import annotations
 
 import copy
+import os
+from typing import Any
 
 import pytest
 import torch
@@ -166,3 +168,44 @@ def test_one_mask_is_converted_once_while_it_lives_unchanged() -> None:
     del mask
     gc.collect()
     assert prefill_attention._last_mask.additive is None
+
+
+@pytest.mark.skipif(not KERNEL, reason="on a CPU without AVX512-BF16 the kernel is never timed")
+@pytest.mark.parametrize("faster", ["sdpa", "fxopt_bf16"])
+def test_the_measured_candidate_is_picked_at_the_traced_sizes(
+    faster: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chooser times both candidates on the query's shape, sizes Dynamo left symbolic read
+    from the query's size hints (batch 2, 24 rows, keys as many), and the graph follows the pick."""
+    from fxopt import tuning
+    from fxopt.tuning import chooser as chooser_module
+    from fxopt.tuning.cache import ChoiceCache
+
+    chooser = tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    timed: list[tuple[str, ...]] = []
+
+    def best_times(runners: dict[str, Any], **_: Any) -> dict[str, float]:
+        timed.append(tuple(runners))
+        for run in runners.values():
+            run()  # each candidate runs on the problem's operands
+        return {name: 1.0 if name == faster else 2.0 for name in runners}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    real = chooser_module.GraphChoices._measure
+    problems: list[Any] = []
+    monkeypatch.setattr(
+        chooser_module.GraphChoices, "_measure", lambda self, problem, *a: problems.append(problem) or real(self, problem, *a)
+    )
+    model, inputs = tiny_bert(), bert_inputs()
+    lowered = compose(ChangePrecision(torch.bfloat16), inplace=True)(fxopt.trace(model, example_inputs=inputs))
+    choose = ChooseAttentionKernel()
+    chosen = choose(lowered)
+    assert timed == [("sdpa", "fxopt_bf16")]  # one shape, measured once, then cached
+    assert problems[0].shape == (2, 4, 4, 24, 24, 16) and problems[0].variant == "mask"
+    assert choose.report is not None
+    assert [c.picked for c in choose.report.choices] == [faster] * 2
+    assert [c.how for c in choose.report.choices] == ["measured", "cached"]
+    expected = attention_bf16 if faster == "fxopt_bf16" else torch._C._nn.scaled_dot_product_attention
+    assert targets(chosen) == [expected] * 2

@@ -267,8 +267,8 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, and, on
     the CPU, a transformers KV cache passed to it appending in place (runtime/kv_cache.py: the
     same values, without copying the cache every step); under a decoding preset, one-token
-    steps of its attention through fxopt's kernel (runtime/decode_attention.py), Llama
-    attention modules' steps as one call (attention_step.py).
+    steps of its attention through fxopt's kernel (runtime/decode_attention.py), those of
+    Llama-style and GPT-2 attention modules as one call (attention_step.py).
 
     The class, config, `generate`, hooks and `save_pretrained` (of the original weights) stay;
     ``fxopt.restore_model(model)`` undoes it. Graphs are prepared on each block's first call;

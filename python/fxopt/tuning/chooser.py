@@ -174,7 +174,7 @@ class GraphChoices:
         if op in kernels.WHOLE_SHAPE_OPS:  # no token count to read: the fallback decides
             return None
         if op == "attention":  # batch, heads, kv_heads, rows, keys, d; the value is the query
-            hinted = self._hints(value)
+            hinted = self._hints(self._node(value))
             if hinted is None or len(hinted) != 4 or None in (hinted[0], hinted[2]):
                 return None
             # The query's batch and rows; keys as many as rows (self-attention over a prompt).
@@ -196,23 +196,26 @@ class GraphChoices:
         """
         if self.gm is None:
             return None
-        if self._nodes is None:
-            self._nodes = {node.name: node for node in self.gm.graph.nodes}
-        if value not in self._nodes:
+        node = self._node(value)
+        if node is None:
             return self._last_hint
-        sizes = self._hints(value)
+        sizes = self._hints(node)
         if not sizes or any(h is None for h in sizes[:-1]):
             return None
         self._last_hint = math.prod(cast(list[int], sizes[:-1]))
         return self._last_hint
 
-    def _hints(self, value: str) -> list[int | None] | None:
-        """The sizes the graph's value `value` was traced at (None where unknown), or None."""
+    def _node(self, value: str) -> torch.fx.Node | None:
+        """The fx graph's node named `value`; None if the graph has none (or there is no graph)."""
         if self.gm is None:
             return None
         if self._nodes is None:
             self._nodes = {node.name: node for node in self.gm.graph.nodes}
-        node = self._nodes.get(value)
+        return self._nodes.get(value)
+
+    @staticmethod
+    def _hints(node: torch.fx.Node | None) -> list[int | None] | None:
+        """The sizes `node`'s value was traced at (None where unknown), or None."""
         meta = None if node is None else node.meta.get("val", node.meta.get("tensor_meta"))
         sizes = getattr(meta, "shape", None)
         return None if sizes is None else [_hint(size) for size in list(sizes)]
