@@ -3,9 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu_dispatch.h"
@@ -148,26 +150,13 @@ FXOPT_AVX512_BF16 void outputs_of(int rows, const uint16_t* const* probs, int64_
 using Outputs = void (*)(int, const uint16_t* const*, int64_t, const uint32_t*, const float*,
                          uint16_t* const*);
 
-Outputs outputs_for(int64_t d) {
-  switch (d / 16) {
-    case 1:
-      return outputs_of<1>;
-    case 2:
-      return outputs_of<2>;
-    case 3:
-      return outputs_of<3>;
-    case 4:
-      return outputs_of<4>;
-    case 5:
-      return outputs_of<5>;
-    case 6:
-      return outputs_of<6>;
-    case 7:
-      return outputs_of<7>;
-    default:
-      return outputs_of<8>;
-  }
+template <size_t... V>
+constexpr std::array<Outputs, sizeof...(V)> outputs_table(std::index_sequence<V...>) {
+  return {outputs_of<int(V) + 1>...};
 }
+
+// By head size: d / 16 - 1 (supports() allows 16 to 128).
+constexpr std::array<Outputs, 8> kOutputs = outputs_table(std::make_index_sequence<8>());
 
 void pack_head(const PrefillAttention& s, const uint16_t* k, const uint16_t* v, Scratch& w) {
   const int64_t d = s.d, pairs = d / 2, padded = (s.keys + 15) / 16 * 16;
@@ -195,7 +184,7 @@ FXOPT_AVX512_BF16 void head(const PrefillAttention& s, int64_t b, int64_t h, con
   const int64_t padded = (s.keys + 15) / 16 * 16;
   w.scores.resize(size_t(kGroup * padded));
   w.probs.resize(size_t(kGroup * padded));
-  Outputs outputs = outputs_for(s.d);
+  Outputs outputs = kOutputs[size_t(s.d / 16 - 1)];
   for (int64_t first = 0; first < s.rows; first += kGroup) {
     const int rows = int(std::min<int64_t>(kGroup, s.rows - first));
     const uint16_t* qs[kGroup];

@@ -32,6 +32,7 @@ from torch import nn
 
 from ..runtime import decode_attention
 from ..tracing.trace import trace
+from .installed_forward import InstalledForward
 
 _NAMED = frozenset({"hidden_states", "position_embeddings", "attention_mask", "cache", "past_key_values"})
 """The forwards' own keyword arguments; the others go on to the cache's update."""
@@ -144,7 +145,7 @@ def applies_to(module: nn.Module) -> bool:
     return _layout(module) is not None
 
 
-class AttentionStep:
+class AttentionStep(InstalledForward):
     """The forward of an attention module: its decoding steps as one lean call (see the module),
     anything else through its own forward."""
 
@@ -152,10 +153,8 @@ class AttentionStep:
         layout = _layout(module)
         if layout is None:
             raise ValueError(f"{type(module).__name__} is no attention module whose steps this runs")
-        self.module: Any = module
+        super().__init__(module)
         self.layout = layout
-        self.original = module.forward
-        self.instance_forward = "forward" in module.__dict__
         self.prepare = prepare
         self.project: Any = None  # q, k and v for one token; False: none measured faster
         self.heads, self.kv_heads = layout.heads(module)
@@ -170,15 +169,6 @@ class AttentionStep:
         if self.project is False or not self._is_step(args, kwargs, hidden_states):
             return self.original(*args, **kwargs)
         return self._run(hidden_states, kwargs)
-
-    def uninstall(self) -> None:
-        """Gives the module the forward it had before, if it still runs this one."""
-        if self.module.__dict__.get("forward") is not self:
-            return
-        if self.instance_forward:
-            self.module.__dict__["forward"] = self.original
-        else:
-            del self.module.__dict__["forward"]
 
     def _is_step(self, args: tuple[Any, ...], kwargs: dict[str, Any], hidden_states: Any) -> bool:
         cache = kwargs.get("cache", kwargs.get("past_key_values"))

@@ -42,6 +42,7 @@ from . import hardware
 from .presets import get_preset
 from .presets import preset as build_preset
 from .attention_step import AttentionStep, applies_to
+from .installed_forward import InstalledForward
 from .sharing_copy import sharing_copy
 from .transformation import Transformation
 
@@ -69,7 +70,7 @@ form of a Linear differs between them and a prefill (weight-only int8 at one tok
 float32 2-3x on an AVX512-BF16 CPU and loses at 128), so each gets its own graph and choice."""
 
 
-class OptimizedForward:
+class OptimizedForward(InstalledForward):
     """A block's forward: the block's graph optimized for inputs of one rank, dtype and size
     class (decoding step or not), or the original forward where that measured faster.
 
@@ -81,11 +82,8 @@ class OptimizedForward:
     """
 
     def __init__(self, module: nn.Module, traced: GraphModule, preset: str, model_bytes: int) -> None:
-        self.module = module
+        super().__init__(module)
         self.model_bytes = model_bytes  # the whole model's weights, which a forward reads
-        self.original = module.forward  # restored by uninstall
-        # A forward set on the instance (accelerate's hooks do) is put back, not deleted.
-        self.instance_forward = "forward" in module.__dict__
         self.traced = traced
         self.traced_code = traced.code
         self.preset = preset
@@ -108,15 +106,6 @@ class OptimizedForward:
             if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
                 self.uninstall()  # nothing left to run here: see the class
         return run(x)
-
-    def uninstall(self) -> None:
-        """Gives the block the forward it had before, if it still runs this one."""
-        if self.module.__dict__.get("forward") is not self:
-            return
-        if self.instance_forward:
-            self.module.__dict__["forward"] = self.original
-        else:
-            del self.module.__dict__["forward"]
 
     def prepare(self, x: torch.Tensor) -> Any:
         """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
@@ -309,19 +298,15 @@ def optimized_blocks(model: nn.Module) -> tuple[str, ...]:
 
 def restore_model(model: ModelT) -> ModelT:
     """`model` with its original forwards back (weights were never changed); returns it."""
-    for name in optimized_blocks(model):
+    for name in (*optimized_blocks(model), *model.__dict__.pop(_STEPS, ())):
         forward = model.get_submodule(name).__dict__.get("forward")
-        if isinstance(forward, OptimizedForward):
+        if isinstance(forward, InstalledForward):
             forward.uninstall()
     if _MARK in model.__dict__:
         del model.__dict__[_MARK]
     hook = model.__dict__.pop(_KV_HOOK, None)
     if hook is not None:
         hook.remove()
-    for name in model.__dict__.pop(_STEPS, ()):
-        forward = model.get_submodule(name).__dict__.get("forward")
-        if isinstance(forward, AttentionStep):
-            forward.uninstall()
     previous = model.__dict__.pop(_ATTENTION, None)
     if previous is not None:
         decode_attention.uninstall(model, previous)
