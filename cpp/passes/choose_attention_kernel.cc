@@ -64,7 +64,9 @@ void ChooseAttentionKernel::rewrite(PassContext& ctx, Node* node) const {
                      {"sdpa", "fxopt_bf16"},
                      1};
   if (ctx.choose(*node, choice) == "sdpa")
-    return ctx.skip(*node, "ATen's scaled_dot_product_attention was measured faster here");
+    return ctx.skip(*node,
+                    "the kernel choice kept ATen's scaled_dot_product_attention here (see the "
+                    "pass's choices: measured faster, pinned, or the only kernel this CPU runs)");
   set_reversal_record(ctx.rewriter, node, ctx.signature, Record().set(kTarget, node->target()));
   ctx.rewriter.set_target(node, NodeKind::CallFunction, targets::kPrefillAttentionBf16);
   ctx.changed(node);

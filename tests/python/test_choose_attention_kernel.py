@@ -209,3 +209,6 @@ def test_the_measured_candidate_is_picked_at_the_traced_sizes(
     assert [c.how for c in choose.report.choices] == ["measured", "cached"]
     expected = attention_bf16 if faster == "fxopt_bf16" else torch._C._nn.scaled_dot_product_attention
     assert targets(chosen) == [expected] * 2
+    kept = [reason for _, reason in choose.report.skipped]
+    assert kept == ([] if faster == "fxopt_bf16" else [kept[0]] * 2)
+    assert all(reason.startswith("the kernel choice kept ATen's scaled_dot_product_attention") for reason in kept)
