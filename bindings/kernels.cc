@@ -9,6 +9,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
+#include "kernels/per_token_int8.h"
 #include "kernels/prefill_attention.h"
 
 namespace nb = nanobind;
@@ -89,6 +90,33 @@ void bind_kernels(nb::module_& m) {
       "out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against "
       "kv_heads blocks of length rows of keys and values, head_stride floats apart "
       "(kernels/decode_attention.h); arguments are data addresses.");
+  m.def(
+      "quantize_rows_int8",
+      [](uintptr_t x, bool bfloat16, int64_t rows, int64_t k, uintptr_t q, uintptr_t scales,
+         int threads) {
+        quantize_rows_int8(at<const void>(x), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
+                           rows, k, at<int8_t>(q), at<float>(scales), threads);
+      },
+      nb::arg("x"), nb::arg("bfloat16"), nb::arg("rows"), nb::arg("k"), nb::arg("q"),
+      nb::arg("scales"), nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if "
+      "`bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data "
+      "addresses of contiguous arrays.");
+  m.def(
+      "dequantize_rows_int32",
+      [](uintptr_t acc, int64_t rows, int64_t n, uintptr_t row_scales, uintptr_t col_scales,
+         uintptr_t bias, uintptr_t y, bool bfloat16, int threads) {
+        dequantize_rows_int32(at<const int32_t>(acc), rows, n, at<const float>(row_scales),
+                              at<const float>(col_scales), bias ? at<const float>(bias) : nullptr,
+                              at<void>(y), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
+                              threads);
+      },
+      nb::arg("acc"), nb::arg("rows"), nb::arg("n"), nb::arg("row_scales"), nb::arg("col_scales"),
+      nb::arg("bias"), nb::arg("y"), nb::arg("bfloat16"), nb::arg("threads"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "y[rows, n] = acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n] (float32; "
+      "address 0: no bias), written as float32, or bfloat16 if `bfloat16` "
+      "(kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.");
   m.def("prefill_attention_bf16_available", &prefill_attention_bf16_available,
         "Whether this CPU runs prefill_attention_bf16 (AVX512-BF16, under a oneDNN ISA cap).");
   m.def(

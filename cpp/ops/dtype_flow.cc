@@ -60,9 +60,11 @@ bool needs_matching_float_operands(const Program& program, const Node& node) {
   return false;
 }
 
-bool needs_float32_operands(const Node& node) {
-  return node.kind() == NodeKind::CallFunction &&
-         node.target().str() == "fxopt.runtime.dynamic_int8.dynamic_int8_linear";
+bool follows_first_operand(const Node& node) {
+  if (node.kind() != NodeKind::CallFunction) return false;
+  const std::string& target = node.target().str();
+  return target == "fxopt.runtime.dynamic_int8.dynamic_int8_linear" ||
+         target == "fxopt.runtime.per_token_int8.per_token_int8_linear";
 }
 
 std::string_view explicit_result_dtype(const Program& program, const Node& node) {

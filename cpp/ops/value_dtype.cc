@@ -46,6 +46,11 @@ std::string ValueDtypes::follow(const Program& program, const Node& node) const 
   if (!fact.empty() && !is_float(fact)) return fact;  // integer and boolean results stay so
   if (std::string_view named = explicit_result_dtype(program, node); !named.empty())
     return std::string(named);
+  if (follows_first_operand(node)) {
+    const Node* x = node.args().empty() ? nullptr : node.args()[0].node();
+    auto it = x ? dtypes_.find(x) : dtypes_.end();
+    return it == dtypes_.end() ? fact : it->second;
+  }
   if (is_type_as(node)) {  // x.type_as(y): y's dtype
     const Node* like = node.args().size() == 2 ? node.args()[1].node() : nullptr;
     auto it = like ? dtypes_.find(like) : dtypes_.end();

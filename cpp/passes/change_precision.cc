@@ -162,9 +162,10 @@ class GraphLowering {
     const TensorInfo* tensor = program_.attribute(node->target());
     if (!tensor) return Precision::NotFloat;
     if (!is_full_float(tensor->dtype)) return of_dtype(tensor->dtype);
-    if (std::ranges::all_of(node->users(),
-                            [](Node* user) { return needs_float32_operands(*user); }))
-      return Precision::Full;  // read only where float32 is kept: lowering it would only lose bits
+    if (std::ranges::all_of(node->users(), [&](Node* user) {
+          return follows_first_operand(*user) && user->args().at(0).node() != node;
+        }))
+      return Precision::Full;  // int8 scales and biases, read as float32: lowering only loses bits
     for (Node* user : node->users())
       if (user->target().str().starts_with(kHigherOrderPrefix)) {
         ctx_.skip(*node,
@@ -209,7 +210,10 @@ class GraphLowering {
   // that need one dtype.
   Precision follow(Node* node) {
     if (!node->dtype().empty() && !is_float(node->dtype())) return Precision::NotFloat;
-    if (needs_float32_operands(*node)) return keep_float32(node);
+    if (follows_first_operand(*node)) {
+      Node* x = node->args().at(0).node();
+      return x ? state_.at(x) : Precision::Unknown;
+    }
     if (std::string_view named = explicit_result_dtype(program_, *node); !named.empty()) {
       if (!kept_dtype(*node, named)) return of_dtype(named);
       if (is_full_float(named) && all_float_operands_low(*node)) {
@@ -260,27 +264,6 @@ class GraphLowering {
     };
     node.for_each_input(see);
     return all;
-  }
-
-  // An op that runs in float32 only reads its lowered operands cast back to float32.
-  Precision keep_float32(Node* node) {
-    const Arg* float32 = full_objects_.find("float32");
-    std::unordered_map<Node*, Node*> casts;
-    auto swap = [&](Node* n) -> Node* {
-      if (state_.at(n) != Precision::Low) return n;
-      if (!float32) throw PassError(*node, "no dtype object given for float32");
-      auto [it, fresh] = casts.try_emplace(n);
-      if (fresh) {
-        it->second = insert_cast(rewriter_, node, n, *float32, aten_);
-        state_[it->second] = Precision::Full;
-        changed(it->second, "cast");
-      }
-      return it->second;
-    };
-    Args args;
-    for (const Arg& arg : node->args()) args.push_back(arg.map_nodes(swap));
-    if (!casts.empty()) rewriter_.set_inputs(node, std::move(args), node->kwargs());
-    return Precision::Full;
   }
 
   void cast_operands(Node* node, const std::vector<Node*>& operands) {

@@ -18,8 +18,8 @@ constexpr RecordKey<bool> kBias{"bias"};
 constexpr RecordKey<std::vector<std::string>> kAttributes{"attributes"};
 }  // namespace
 
-std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
-                                                    std::string_view kernel) {
+std::optional<LinearView> quantizable_weight(PassContext& ctx, Node* node,
+                                             std::string_view kernel) {
   std::string why_not;
   std::optional<LinearView> view = as_linear(ctx.rewriter.program(), *node, &why_not);
   if (!view) return ctx.skip(*node, why_not), std::nullopt;
@@ -29,6 +29,13 @@ std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node
     return ctx.skip(*node, "its weight is on " + view->device() + "; " + std::string(kernel) +
                                " is CPU-only"),
            std::nullopt;
+  return view;
+}
+
+std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
+                                                    std::string_view kernel) {
+  std::optional<LinearView> view = quantizable_weight(ctx, node, kernel);
+  if (!view) return std::nullopt;
   // A Linear keeps its input's rank: its own recorded one stands in where an earlier pass made
   // the input (whose sizes fx recorded nothing of).
   std::optional<int> rank = view->input->rank();

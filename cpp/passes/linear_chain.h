@@ -31,8 +31,10 @@ struct QuantizableLinear {
   int rank;
 };
 // The checks every quantizing pass makes first: a Linear with a float32 weight on the CPU (where
-// `kernel`, named in the reason, runs) and an input of known rank; nullopt after skipping the
-// node with the reason.
+// `kernel`, named in the reason, runs); nullopt after skipping the node with the reason.
+std::optional<LinearView> quantizable_weight(PassContext& ctx, Node* node, std::string_view kernel);
+// quantizable_weight's checks, and an input of known rank (a chain flattens it); nullopt after
+// skipping the node with the reason.
 std::optional<QuantizableLinear> quantizable_linear(PassContext& ctx, Node* node,
                                                     std::string_view kernel);
 

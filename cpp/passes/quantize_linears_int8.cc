@@ -1,7 +1,6 @@
 #include "passes/quantize_linears_int8.h"
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -14,15 +13,10 @@
 namespace fxopt {
 namespace {
 
-const Symbol kAbs = Symbol::intern("aten.abs.default");
-const Symbol kAmax = Symbol::intern("aten.amax.default");
-const Symbol kDiv = Symbol::intern("aten.div.Tensor");
-const Symbol kClampMin = Symbol::intern("aten.clamp_min.default");
-const Symbol kRound = Symbol::intern("aten.round.default");
-const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
-const Symbol kIntMm = Symbol::intern("aten._int_mm.default");
-const Symbol kMul = Symbol::intern("aten.mul.Tensor");
-// The Python function that runs torch's packed int8 GEMMs (python/fxopt/runtime/dynamic_int8.py).
+// fxopt's per-token int8 Linear and the Python function that runs torch's packed int8 GEMMs
+// (python/fxopt/runtime/per_token_int8.py, dynamic_int8.py).
+const Symbol kPerTokenInt8Linear =
+    Symbol::intern("fxopt.runtime.per_token_int8.per_token_int8_linear");
 const Symbol kDynamicInt8Linear = Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
 const char* const kPerToken = "int8_per_token";
 const char* const kOneDnn = "int8_onednn";
@@ -45,27 +39,28 @@ std::pair<std::string, std::string> store_weight(PassContext& ctx, const LinearV
   return {values_path, scales_path};
 }
 
-// One call of the packed-GEMM function, which takes x of any rank and the bias as they are.
-void dynamic_call(PassContext& ctx, Node* node, const LinearView& view, const char* engine,
-                  int max_level, Arg captured) {
+// One call that takes x of any rank and the bias as they are: the per-token kernel (the weight
+// transposed to [K, N] for aten._int_mm) or a packed engine's.
+void int8_call(PassContext& ctx, Node* node, const LinearView& view, const std::string& kernel,
+               int max_level, Arg captured) {
   Rewriter& rewriter = ctx.rewriter;
-  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/false, max_level);
+  bool per_token = kernel == kPerToken;
+  auto [values_path, scales_path] = store_weight(ctx, view, per_token, max_level);
   Arg bias = view.has_bias() ? read_linear_tensor(rewriter, view, node, "bias") : Arg{};
-  Node* y =
-      ChainBuilder(rewriter, node)
-          .call(kDynamicInt8Linear, "int8_linear",
-                {view.input, rewriter.read_attribute(node, values_path),
-                 rewriter.read_attribute(node, scales_path), std::move(bias), std::string(engine)});
+  Args args = {view.input, rewriter.read_attribute(node, values_path),
+               rewriter.read_attribute(node, scales_path), std::move(bias)};
+  if (!per_token) args.push_back(kernel.substr(std::string_view("int8_").size()));  // the engine
+  Node* y = ChainBuilder(rewriter, node)
+                .call(per_token ? kPerTokenInt8Linear : kDynamicInt8Linear, "int8_linear",
+                      std::move(args));
   replace_linear(ctx, view, node, y, std::move(captured), {values_path, scales_path});
 }
 
 }  // namespace
 
-QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                                         std::string compare_with, int fbgemm_weight_max,
-                                         bool choose_only)
-    : int8_dtype_(std::move(int8_dtype)),
-      keep_(std::move(keep)),
+QuantizeLinearsInt8::QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with,
+                                         int fbgemm_weight_max, bool choose_only)
+    : keep_(std::move(keep)),
       compare_with_(std::move(compare_with)),
       fbgemm_weight_max_(fbgemm_weight_max),
       choose_only_(choose_only) {
@@ -78,9 +73,6 @@ QuantizeLinearsInt8::QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string
 }
 
 std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
-  const Arg* int8 = options.find("int8");
-  if (!int8 || !int8->is<Opaque>())
-    throw std::invalid_argument("option 'int8' must be the torch.int8 dtype object");
   std::vector<std::string> keep;
   if (const Arg* names = options.find("keep")) {
     const std::vector<Arg>* items = names->sequence();
@@ -108,7 +100,7 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
     if (!flag->is<bool>()) throw std::invalid_argument("option 'choose_only' must be a bool");
     choose_only = flag->as<bool>();
   }
-  return std::make_unique<QuantizeLinearsInt8>(*int8, std::move(keep), std::move(compare_with),
+  return std::make_unique<QuantizeLinearsInt8>(std::move(keep), std::move(compare_with),
                                                fbgemm_weight_max, choose_only);
 }
 
@@ -117,13 +109,10 @@ std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_trigg
 void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   if (std::ranges::find(keep_, node->name()) != keep_.end())
     return ctx.skip(*node, "kept in float32 (option 'keep')");
-  std::optional<QuantizableLinear> found = quantizable_linear(ctx, node, "the int8 path");
-  if (!found) return;
-  // A lowering that follows would lower the per-token chain's ATen ops (its scales) too; the
-  // packed kernels' call it keeps in float32 (ops/dtype_flow.h).
+  std::optional<LinearView> view = quantizable_weight(ctx, node, "the int8 path");
+  if (!view) return;
   std::vector<std::string> kernels = {compare_with_, kPerToken, kOneDnn, kFbgemm};
-  if (compare_with_ != "float32") kernels.erase(kernels.begin() + 1);
-  ChoiceQuery query = linear_choice_query(found->view, "int8_linear", "none", kernels, 1);
+  ChoiceQuery query = linear_choice_query(*view, "int8_linear", "none", kernels, 1);
   query.dtype = compare_with_;
   std::string kernel = ctx.choose(*node, query);
   if (kernel == compare_with_)
@@ -131,53 +120,19 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
                                " Linear was measured faster here, or this CPU has no fast int8 "
                                "matmul (see the pass's choices)");
   if (choose_only_) return ctx.skip(*node, "option 'choose_only': its kernel is in the choices");
-  Node* inputs[] = {found->view.input};
+  Node* inputs[] = {view->input};
   Node* pattern[] = {node};
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
-  if (kernel == kPerToken)
-    per_token_chain(ctx, node, *found, std::move(*captured));
-  else if (kernel == kOneDnn)
-    dynamic_call(ctx, node, found->view, "onednn", 127, std::move(*captured));
-  else
-    dynamic_call(ctx, node, found->view, "fbgemm", fbgemm_weight_max_, std::move(*captured));
-}
-
-void QuantizeLinearsInt8::per_token_chain(PassContext& ctx, Node* node,
-                                          const QuantizableLinear& linear, Arg captured) const {
-  Rewriter& rewriter = ctx.rewriter;
-  const auto& [view, rank] = linear;
-  auto [values_path, scales_path] = store_weight(ctx, view, /*transposed=*/true, 127);
-  ChainBuilder chain(rewriter, node);
-  Node* x = flat_linear_input(chain, view, view.input, rank);
-  Node* peak = chain.call(kAmax, "amax", {chain.call(kAbs, "abs", {x}), List{{-1}}, true});
-  Node* scale = chain.call(
-      kClampMin, "token_scale",
-      {chain.call(kDiv, "div", {peak, 127.0}), double(std::numeric_limits<float>::min())});
-  Node* rounded = chain.call(kRound, "round", {chain.call(kDiv, "div", {x, scale})});
-  Dict to_int8;
-  to_int8.set("dtype", int8_dtype_);
-  Node* q = chain.call(kToCopy, "quantized", {rounded}, std::move(to_int8));
-  Node* product = chain.call(kIntMm, "int_mm", {q, rewriter.read_attribute(node, values_path)});
-  Node* y = chain.call(kMul, "mul", {product, scale});
-  y = chain.call(kMul, "mul", {y, rewriter.read_attribute(node, scales_path)});
-  end_linear_chain(ctx, chain, view, node, y, rank, "int8_linear", /*use_recorded=*/true,
-                   std::move(captured), {values_path, scales_path});
+  int8_call(ctx, node, *view, kernel, kernel == kFbgemm ? fbgemm_weight_max_ : 127,
+            std::move(*captured));
 }
 
 void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
   ChainWalker walk(node, "int8 Linear");
-  if (node->target() == kDynamicInt8Linear)
-    return restore_linear_chain(ctx, walk, node, walk.operand(node, kDynamicInt8Linear, 0), record);
-  Node* scaled = walk.operand(walk_linear_chain_end(walk, node, record), kMul, 0);
-  Node* product = walk.operand(scaled, kMul, 0);  // y = scaled * weight scales
-  Node* scale = walk.operand(scaled, kMul, 1);    // the token scales
-  Node* rounded = walk.operand(walk.operand(product, kIntMm, 0), kToCopy, 0);
-  Node* x = walk.operand(walk.operand(rounded, kRound, 0), kDiv, 0);
-  walk.operand(walk.operand(walk.operand(walk.operand(scale, kClampMin, 0), kDiv, 0), kAmax, 0),
-               kAbs, 0);
-  if (linear_chain_flattened(record)) x = walk.operand(x, kReshape, 0);
-  restore_linear_chain(ctx, walk, node, x, record);
+  const Symbol& target =
+      node->target() == kPerTokenInt8Linear ? kPerTokenInt8Linear : kDynamicInt8Linear;
+  restore_linear_chain(ctx, walk, node, walk.operand(node, target, 0), record);
 }
 
 }  // namespace fxopt

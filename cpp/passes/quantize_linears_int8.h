@@ -2,17 +2,18 @@
 // quantized activations and per-channel weight scales (opt-in; not computation-preserving).
 // Which int8 kernel, or none, is a choice measured per Linear on this CPU (tuning/chooser.h):
 //
-// "int8_per_token", a chain of ATen calls with one activation scale per token:
+// "int8_per_token", fxopt's kernel with one activation scale per token around aten._int_mm:
 //   before:  %y = linear(%x, %w, %b)
-//   after:   %x2 = aten.reshape(%x, [-1, K])                  (only if x is not 2-D)
-//            %s  = aten.clamp_min(aten.amax(aten.abs(%x2), [-1], True) / 127, FLT_MIN)
-//            %q  = aten._to_copy(aten.round(%x2 / %s), dtype=torch.int8)
-//            %y2 = aten._int_mm(%q, %w_int8) * %s * %w_int8_scale + %b
-//            %y  = aten.reshape(%y2, [*x.shape[:-1], N])       (only if x is not 2-D)
+//   after:   %y = fxopt.runtime.per_token_int8.per_token_int8_linear(%x, %w_int8, %w_int8_scale,
+//                                                                  %b)
 // "int8_onednn" / "int8_fbgemm", torch's packed int8 GEMMs with one 8-bit activation scale and
 // zero point per call:
 //   after:   %y = fxopt.runtime.dynamic_int8.dynamic_int8_linear(%x, %w_int8, %w_int8_scale,
 //                                                                %b, "onednn" | "fbgemm")
+// Both take x of any rank and float dtype and return its dtype: a lowering that follows
+// (ChangePrecision) leaves them in the activations' dtype, their scales and bias in float32
+// (ops/dtype_flow.h); the per-token kernel reads and writes bfloat16 itself, the packed ones
+// cast to float32 and back inside the call.
 // with w_scale = max |W[n]| / 127 and w_int8 = round(W / w_scale) (transposed to [K, N] for
 // _int_mm), or / "fbgemm_weight_max" for fbgemm's weights, computed once (TensorOps::quantize_rows_int8) and stored next to the weight
 // (`<weight path>_int8`, `<weight path>_int8_scale`); the original weight stays registered, so
@@ -20,10 +21,11 @@
 // function packs the stored int8 values on first use, so graphs hold plain tensors only.
 //
 // Why both: per-token scales keep outlier tokens from flattening every other row (the real
-// all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token, 0.986 per tensor), while
-// the packed kernels are several times faster than the ATen chain where they have AMX or VNNI
-// code (Intel Xeon with AMX, 128x768x3072: 0.42 ms oneDNN, 1.39 ms the chain, 4.0 ms float32)
-// and are the only fast int8 on a CPU without VNNI (fbgemm: 1.6-1.8x float32 on a Zen 3, where
+// all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token, 0.986 per tensor); the
+// packed kernels were several times faster than per-token scales computed in ATen ops (Intel
+// Xeon with AMX, 128x768x3072: 0.42 ms oneDNN, 1.39 ms that chain, 4.0 ms float32), which
+// fxopt's own quantize and dequantize kernels now replace, and are the only fast int8 on a CPU
+// without VNNI (fbgemm: 1.6-1.8x float32 on a Zen 3, where
 // aten._int_mm took 112 ms against 2.3 ms float32). Which Linears stay in float for accuracy is
 // the calibration's answer (option "keep"), on the arithmetic of the kernel each one got.
 //
@@ -33,17 +35,16 @@
 // costs more accuracy (the real all-MiniLM-L6-v2 at cosine 0.999, on a CPU capped at AVX2:
 // 19 of 37 Linears kept in float32 against 32).
 //
-// Options: "int8" (the torch.int8 dtype object, opaque to the core), "keep" (names of Linear
+// Options: "keep" (names of Linear
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
 // "fbgemm_weight_max" (127, or 63 on a CPU without VNNI), "choose_only" (true: every Linear is
 // skipped once its kernel is chosen, so the choices are known without quantizing a weight: what
 // int8 calibration needs before it runs) and
 // "compare_with" ("float32" or "bfloat16": the precision a Linear left as it is will run in,
 // bfloat16 when a lowering follows; the query's dtype, so the int8 kernels are timed against
-// that Linear, with the casts to and from float32 they then need). Skips,
-// with the reason: Linears whose weight is not float32 or not on the CPU, inputs of unknown
-// rank. Candidates, in order: "float32" or "bfloat16" (leave it, as "compare_with" says it will
-// run), "int8_per_token" (the static fallback; not offered against bfloat16), "int8_onednn",
+// that Linear, on activations of that dtype, the packed ones with their casts). Skips,
+// with the reason: Linears whose weight is not float32 or not on the CPU. Candidates, in order: "float32" or "bfloat16" (leave it, as "compare_with" says it will
+// run), "int8_per_token" (the static fallback), "int8_onednn",
 // "int8_fbgemm"; the Python chooser never offers a kernel this CPU and torch
 // cannot run fast (aten._int_mm without VNNI or AMX, an engine torch lacks).
 #pragma once
@@ -58,10 +59,9 @@ namespace fxopt {
 
 class QuantizeLinearsInt8 final : public Pass {
  public:
-  QuantizeLinearsInt8(Arg int8_dtype, std::vector<std::string> keep,
-                      std::string compare_with = "float32", int fbgemm_weight_max = 127,
-                      bool choose_only = false);
-  // From the options {"int8": torch.int8, "keep": [node name, ...], "compare_with": dtype,
+  explicit QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with = "float32",
+                               int fbgemm_weight_max = 127, bool choose_only = false);
+  // From the options {"keep": [node name, ...], "compare_with": dtype,
   // "fbgemm_weight_max": int, "choose_only": bool}; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
@@ -69,10 +69,6 @@ class QuantizeLinearsInt8 final : public Pass {
   void restore(PassContext& ctx, Node* node, const RecordReader& record) const override;
 
  private:
-  void per_token_chain(PassContext& ctx, Node* node, const QuantizableLinear& linear,
-                       Arg captured) const;
-
-  Arg int8_dtype_;
   std::vector<std::string> keep_;
   std::string compare_with_;
   int fbgemm_weight_max_;

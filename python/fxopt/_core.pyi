@@ -210,6 +210,16 @@ def decode_attention(q: int, heads: int, d: int, k: int, v: int, kv_heads: int, 
     out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against kv_heads blocks of length rows of keys and values, head_stride floats apart (kernels/decode_attention.h); arguments are data addresses.
     """
 
+def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales: int, threads: int) -> None:
+    """
+    q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
+    """
+
+def dequantize_rows_int32(acc: int, rows: int, n: int, row_scales: int, col_scales: int, bias: int, y: int, bfloat16: bool, threads: int) -> None:
+    """
+    y[rows, n] = acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n] (float32; address 0: no bias), written as float32, or bfloat16 if `bfloat16` (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
+    """
+
 def prefill_attention_bf16_available() -> bool:
     """
     Whether this CPU runs prefill_attention_bf16 (AVX512-BF16, under a oneDNN ISA cap).

@@ -20,6 +20,39 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
     for (const Node* node : program.graph) n += node->name().starts_with("to");
     return n;
   }
+  // fxopt's int8 Linears compute in their input's dtype: the lowering passes through them
+  // without casts, leaves the tensors only they read besides x (the int8 weight's scales, the
+  // bias) in float32, and casts their lowered result back at the graph's output.
+  void expect_int8_linear_follows_its_input(const char* target) {
+    attribute("fc.weight", {4, 4});
+    attribute("q.scale", {4});
+    attribute("q.bias", {4});
+    Node* x = b.input("x");
+    Node* fc = b.call("linear", "aten.linear.default", {x, b.attr("fc_weight", "fc.weight")});
+    Node* values = b.attr("q_values", "q.scale");  // its dtype does not matter here
+    Node* scale = b.attr("q_scale", "q.scale");
+    Node* bias = b.attr("q_bias", "q.bias");
+    Node* int8 = b.call("int8_linear", target, {fc, values, scale, bias});
+    b.output(int8);
+    for (Node* n : {x, fc, int8}) program.graph.set_value_info(n, "float32", {4, 4});
+    program.dtype_opaques[9] = "float32";
+    auto graph_before = structure();
+
+    Dict back;
+    back.set("float32", Opaque{9});
+    ChangePrecision pass("float16", Opaque{7}, back);
+    run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
+    EXPECT_EQ(scale->target().str(), "q.scale");  // not lowered
+    EXPECT_EQ(bias->target().str(), "q.bias");
+    EXPECT_EQ(int8->args()[0], Arg(fc));  // the lowered Linear's result, as it is
+    Node* out = program.graph.last()->args()[0].node();
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(out->args(), (Args{int8, Opaque{9}}));  // lowered: cast back at the output
+    EXPECT_TRUE(program.graph.lint().empty());
+
+    run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
+    EXPECT_EQ(structure(), graph_before);
+  }
 };
 
 TEST_F(ChangePrecisionTest, ModulesAndMethodsRunInFloat16AndBack) {
@@ -126,37 +159,12 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
 }
 
-// torch's packed int8 GEMMs take float32 only: the lowering casts their input back up and leaves
-// the tensors only they read (the int8 weight's scales, the bias) in float32.
-TEST_F(ChangePrecisionTest, APackedInt8LinearKeepsFloat32) {
-  attribute("fc.weight", {4, 4});
-  attribute("q.scale", {4});
-  attribute("q.bias", {4});
-  Node* x = b.input("x");
-  Node* fc = b.call("linear", "aten.linear.default", {x, b.attr("fc_weight", "fc.weight")});
-  Node* values = b.attr("q_values", "q.scale");  // its dtype does not matter here
-  Node* scale = b.attr("q_scale", "q.scale");
-  Node* bias = b.attr("q_bias", "q.bias");
-  Node* int8 = b.call("int8_linear", "fxopt.runtime.dynamic_int8.dynamic_int8_linear",
-                      {fc, values, scale, bias, std::string("onednn")});
-  b.output(int8);
-  for (Node* n : {x, fc, int8}) program.graph.set_value_info(n, "float32", {4, 4});
-  program.dtype_opaques[9] = "float32";
-  auto graph_before = structure();
+TEST_F(ChangePrecisionTest, PerTokenInt8LinearFollowsItsInputAndKeepsItsScales) {
+  expect_int8_linear_follows_its_input("fxopt.runtime.per_token_int8.per_token_int8_linear");
+}
 
-  Dict back;
-  back.set("float32", Opaque{9});
-  ChangePrecision pass("float16", Opaque{7}, back);
-  run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
-  EXPECT_EQ(scale->target().str(), "q.scale");  // not lowered
-  EXPECT_EQ(bias->target().str(), "q.bias");
-  Node* up = int8->args()[0].node();
-  EXPECT_EQ(up->args(), (Args{fc, Opaque{9}}));           // the lowered Linear's result, cast up
-  EXPECT_EQ(program.graph.last()->args()[0], Arg(int8));  // float32 already: no cast back
-  EXPECT_TRUE(program.graph.lint().empty());
-
-  run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
-  EXPECT_EQ(structure(), graph_before);
+TEST_F(ChangePrecisionTest, PackedInt8LinearFollowsItsInputAndKeepsItsScales) {
+  expect_int8_linear_follows_its_input("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
 }
 
 TEST_F(ChangePrecisionTest, OnlyLowPrecisionTargets) {

@@ -125,8 +125,7 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   build_linear_gelu();
   auto graph_before = structure();
   FixedChooser chooser("float32");
-  PassResult result =
-      run_pass(QuantizeLinearsInt8(Opaque{3}, {}), program, edits, ops, kSig, false, chooser);
+  PassResult result = run_pass(QuantizeLinearsInt8({}), program, edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].op, "int8_linear");
   EXPECT_EQ(chooser.queries[0].variant, "none");
@@ -136,24 +135,30 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   EXPECT_EQ(structure(), graph_before);
 }
 
-// The packed kernels take x of any rank and the bias as they are: one call, no chain around it.
-void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string& kernel) {
+// Every int8 kernel takes x of any rank and the bias as they are: one call, no chain around it.
+// The packed engines' call names its engine; the per-token one reads the weight as [K, N].
+void expect_one_call_that_reverses(KernelChoiceTest& t, const std::string& kernel) {
   t.build_linear_gelu();
   auto graph_before = t.structure();
   auto before = t.run({{"x", t.x_}});
   FixedChooser chooser(kernel);
-  QuantizeLinearsInt8 pass(Opaque{3}, {});
+  QuantizeLinearsInt8 pass({});
   PassResult result = run_pass(pass, t.program, t.edits, t.ops, kSig, false, chooser);
   ASSERT_EQ(result.changed.size(), 1u);
+  bool per_token = kernel == "int8_per_token";
+  const std::string target = per_token ? "fxopt.runtime.per_token_int8.per_token_int8_linear"
+                                       : "fxopt.runtime.dynamic_int8.dynamic_int8_linear";
   const Node* call = nullptr;
   for (const Node* node : t.program.graph)
-    if (node->target().str() == "fxopt.runtime.dynamic_int8.dynamic_int8_linear") call = node;
+    if (node->target().str() == target) call = node;
   ASSERT_NE(call, nullptr);
-  EXPECT_EQ(call->args().back().as<std::string>(), kernel.substr(std::string("int8_").size()));
-  EXPECT_EQ(t.count("aten.linear.default") + t.count("aten.reshape.default") +
-                t.count("aten.add.Tensor") + t.count("aten._int_mm.default"),
-            0u);
-  EXPECT_EQ(t.program.attributes.at("fc.weight_int8").shape, (std::vector<int64_t>{6, 4}));
+  if (!per_token)
+    EXPECT_EQ(call->args().back().as<std::string>(), kernel.substr(std::string("int8_").size()));
+  EXPECT_EQ(
+      t.count("aten.linear.default") + t.count("aten.reshape.default") + t.count("aten.add.Tensor"),
+      0u);
+  EXPECT_EQ(t.program.attributes.at("fc.weight_int8").shape,
+            per_token ? (std::vector<int64_t>{4, 6}) : (std::vector<int64_t>{6, 4}));
   auto after = t.run({{"x", t.x_}});
   ASSERT_EQ(after[0].shape, before[0].shape);
   double error = t.max_diff(before, after);
@@ -166,29 +171,33 @@ void expect_one_packed_call_that_reverses(KernelChoiceTest& t, const std::string
   EXPECT_EQ(t.max_diff(before, t.run({{"x", t.x_}})), 0.0);
 }
 
-// Against a Linear a lowering will run in bfloat16, the query says so, and the per-token chain
-// (whose ATen ops the lowering would lower too) is no candidate.
+// Against a Linear a lowering will run in bfloat16, the query says so: the int8 kernels are
+// timed on bfloat16 activations.
 TEST_F(KernelChoiceTest, ComparedWithBfloat16TheQueryCarriesItsDtype) {
   build_linear_gelu();
   auto graph_before = structure();
   FixedChooser chooser("bfloat16");
-  PassResult result = run_pass(QuantizeLinearsInt8(Opaque{3}, {}, "bfloat16"), program, edits, ops,
-                               kSig, false, chooser);
+  PassResult result =
+      run_pass(QuantizeLinearsInt8({}, "bfloat16"), program, edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].dtype, "bfloat16");
   EXPECT_EQ(chooser.queries[0].candidates,
-            (std::vector<std::string>{"bfloat16", "int8_onednn", "int8_fbgemm"}));
+            (std::vector<std::string>{"bfloat16", "int8_per_token", "int8_onednn", "int8_fbgemm"}));
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(structure(), graph_before);
-  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float16"), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8({}, "float16"), std::invalid_argument);
+}
+
+TEST_F(KernelChoiceTest, PerTokenInt8IsOneCallThatReversesExactly) {
+  expect_one_call_that_reverses(*this, "int8_per_token");
 }
 
 TEST_F(KernelChoiceTest, OneDnnInt8IsOnePackedCallThatReversesExactly) {
-  expect_one_packed_call_that_reverses(*this, "int8_onednn");
+  expect_one_call_that_reverses(*this, "int8_onednn");
 }
 
 TEST_F(KernelChoiceTest, FbgemmInt8IsOnePackedCallThatReversesExactly) {
-  expect_one_packed_call_that_reverses(*this, "int8_fbgemm");
+  expect_one_call_that_reverses(*this, "int8_fbgemm");
 }
 
 // Without VNNI fbgemm's 16-bit pair sums saturate past 63 weight levels: its weights get at most
@@ -198,7 +207,7 @@ TEST_F(KernelChoiceTest, FbgemmWeightsKeepTheLevelsTheOptionAllows) {
   for (const auto& [kernel, levels] : {std::pair{"int8_fbgemm", 63}, {"int8_onednn", 127}}) {
     SCOPED_TRACE(kernel);
     FixedChooser chooser(kernel);
-    QuantizeLinearsInt8 pass(Opaque{3}, {}, "float32", 63);
+    QuantizeLinearsInt8 pass({}, "float32", 63);
     ASSERT_EQ(run_pass(pass, program, edits, ops, kSig, false, chooser).changed.size(), 1u);
     // The stored values and scales, as the kernel's call reads them (reversal keeps the
     // paths of the first round taken, so the second stores under new ones).
@@ -223,14 +232,12 @@ TEST_F(KernelChoiceTest, FbgemmWeightsKeepTheLevelsTheOptionAllows) {
     }
     run_pass(pass, program, edits, ops, kSig, /*reverse=*/true, chooser);
   }
-  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float32", 0), std::invalid_argument);
-  EXPECT_THROW(QuantizeLinearsInt8(Opaque{3}, {}, "float32", 128), std::invalid_argument);
-  EXPECT_THROW(QuantizeLinearsInt8::from_options(
-                   Dict{{{"int8", Opaque{1}}, {"fbgemm_weight_max", std::string("63")}}}),
+  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", 0), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", 128), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"fbgemm_weight_max", std::string("63")}}}),
                std::invalid_argument);
-  EXPECT_THROW(
-      QuantizeLinearsInt8::from_options(Dict{{{"int8", Opaque{1}}, {"fbgemm_weight_max", 300}}}),
-      std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"fbgemm_weight_max", 300}}}),
+               std::invalid_argument);
 }
 
 TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {

@@ -3,27 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/bfloat16.h"
+
 namespace fxopt {
 namespace {
-
-uint16_t to_bf16(float x) {  // round to nearest even
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-
-float from_bf16(uint16_t x) {
-  uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // q [batch, rows, heads, d] and k, v [batch, keys, kv_heads, d] in memory (a model's projections
 // viewed per head), an additive mask [batch, 1, rows, keys] broadcast over heads.
@@ -42,10 +30,11 @@ struct PrefillCase {
     q.resize(batch * rows * heads * d);
     k.resize(batch * keys * kv_heads * d);
     v.resize(k.size());
-    for (size_t i = 0; i < q.size(); ++i) q[i] = to_bf16(float(std::sin(0.37 * double(i)) * 2));
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = float_to_bfloat16(float(std::sin(0.37 * double(i)) * 2));
     for (size_t i = 0; i < k.size(); ++i) {
-      k[i] = to_bf16(float(std::cos(0.11 * double(i)) * 1.5));
-      v[i] = to_bf16(float(std::sin(0.05 * double(i) + 1.0)));
+      k[i] = float_to_bfloat16(float(std::cos(0.11 * double(i)) * 1.5));
+      v[i] = float_to_bfloat16(float(std::sin(0.05 * double(i) + 1.0)));
     }
     if (masked) {
       s.mask = {rows * keys, 0, keys};
@@ -62,7 +51,7 @@ struct PrefillCase {
     prefill_attention_bf16(s, q.data(), k.data(), v.data(), mask.empty() ? nullptr : mask.data(),
                            out.data(), threads);
     std::vector<float> result(out.size());
-    for (size_t i = 0; i < out.size(); ++i) result[i] = from_bf16(out[i]);
+    for (size_t i = 0; i < out.size(); ++i) result[i] = bfloat16_to_float(out[i]);
     return result;
   }
 
@@ -78,8 +67,8 @@ struct PrefillCase {
           for (int64_t j = 0; j < s.keys; ++j) {
             double dot = 0.0;
             for (int64_t c = 0; c < s.d; ++c)
-              dot += double(from_bf16(q[b * s.q.batch + h * s.q.head + i * s.q.row + c])) *
-                     from_bf16(k[b * s.k.batch + g * s.k.head + j * s.k.row + c]);
+              dot += double(bfloat16_to_float(q[b * s.q.batch + h * s.q.head + i * s.q.row + c])) *
+                     bfloat16_to_float(k[b * s.k.batch + g * s.k.head + j * s.k.row + c]);
             p[j] = dot * s.scale + (mask.empty() ? 0.0 : mask[(b * s.rows + i) * s.keys + j]);
             if (s.causal && j > i + s.keys - s.rows) p[j] = -INFINITY;
             top = std::max(top, p[j]);
@@ -88,7 +77,8 @@ struct PrefillCase {
           double* o = &out[((b * s.rows + i) * s.heads + h) * s.d];
           for (int64_t j = 0; j < s.keys; ++j)
             for (int64_t c = 0; c < s.d; ++c)
-              o[c] += p[j] / total * from_bf16(v[b * s.v.batch + g * s.v.head + j * s.v.row + c]);
+              o[c] += p[j] / total *
+                      bfloat16_to_float(v[b * s.v.batch + g * s.v.head + j * s.v.row + c]);
         }
     return out;
   }

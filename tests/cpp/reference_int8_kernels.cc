@@ -1,5 +1,6 @@
-// Reference kernels for what QuantizeLinearsInt8 builds: the ATen ops of dynamic per-token int8
-// quantization, the int8 matrix product, the packed-GEMM call and the weight-only int8 and int4 products (held as doubles, like every reference tensor).
+// Reference kernels for what QuantizeLinearsInt8 builds (the per-token call and the packed-GEMM
+// call) and the weight-only int8 and int4 products (held as doubles, like every reference
+// tensor).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -7,6 +8,7 @@
 #include "kernels/float16.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_weight_mm.h"
+#include "kernels/per_token_int8.h"
 #include "reference_interpreter.h"
 
 namespace fxopt::testing {
@@ -14,61 +16,6 @@ namespace {
 
 const TensorInfo& tensor(const std::vector<Value>& args, size_t i) {
   return std::get<TensorInfo>(args.at(i));
-}
-
-TensorInfo map(ReferenceTensorOps& ops, const TensorInfo& x, double (*fn)(double)) {
-  std::vector<double> v = ops.values(x);
-  for (double& e : v) e = fn(e);
-  return ops.make(x.shape, std::move(v), x.dtype);
-}
-
-// Elementwise a op b, where b is a number, a tensor of a's shape, or a tensor broadcast along
-// rows ([m, 1]) or columns ([n]) of a 2-D a.
-template <class Op>
-Value elementwise(ReferenceInterpreter& in, const std::vector<Value>& args, Op op) {
-  const TensorInfo& a = tensor(args, 0);
-  const std::vector<double>& av = in.ops().values(a);
-  std::vector<double> out(av.size());
-  if (const double* scalar = std::get_if<double>(&args.at(1))) {
-    for (size_t i = 0; i < av.size(); ++i) out[i] = op(av[i], *scalar);
-  } else {
-    const TensorInfo& b = tensor(args, 1);
-    const std::vector<double>& bv = in.ops().values(b);
-    int64_t cols = a.shape.back();
-    for (size_t i = 0; i < av.size(); ++i) {
-      size_t j = bv.size() == av.size()                   ? i
-                 : b.shape.size() == 2 && b.shape[1] == 1 ? i / cols
-                 : b.shape.size() == 1 && b.shape[0] == cols
-                     ? i % cols
-                     : throw std::invalid_argument("reference int8 kernels: unsupported broadcast");
-      out[i] = op(av[i], bv[j]);
-    }
-  }
-  return in.ops().make(a.shape, std::move(out), a.dtype);
-}
-
-// amax(x, [-1], keepdim=True) of a 2-D x.
-Value row_max(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
-  const TensorInfo& x = tensor(args, 0);
-  if (x.shape.size() != 2) throw std::invalid_argument("reference amax: 2-D only");
-  const std::vector<double>& v = in.ops().values(x);
-  int64_t rows = x.shape[0], cols = x.shape[1];
-  std::vector<double> out(rows);
-  for (int64_t r = 0; r < rows; ++r)
-    out[r] = *std::max_element(v.begin() + r * cols, v.begin() + (r + 1) * cols);
-  return in.ops().make({rows, 1}, std::move(out), x.dtype);
-}
-
-Value int_mm(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
-  const TensorInfo &a = tensor(args, 0), &b = tensor(args, 1);
-  if (a.dtype != "int8" || b.dtype != "int8") throw std::invalid_argument("_int_mm: int8 only");
-  int64_t n = a.shape.at(0), k = a.shape.at(1), m = b.shape.at(1);
-  const auto &av = in.ops().values(a), &bv = in.ops().values(b);
-  std::vector<double> out(n * m, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t p = 0; p < k; ++p) out[i * m + j] += av[i * k + p] * bv[p * m + j];
-  return in.ops().make({n, m}, std::move(out), "int32");
 }
 
 // aten._weight_int8pack_mm: a [M, K] times int8 b [N, K] transposed, column n scaled by s[n].
@@ -140,6 +87,32 @@ Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
   return in.ops().make({m, n}, std::move(out), a.dtype);
 }
 
+// fxopt.runtime.per_token_int8.per_token_int8_linear: fxopt's quantize and dequantize kernels
+// (kernels/per_token_int8.h) run for real on float32 copies, around an exact integer product
+// (aten._int_mm's part); values [K, N].
+Value per_token_int8_linear(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+  const TensorInfo &x = tensor(args, 0), &w = tensor(args, 1), &s = tensor(args, 2);
+  const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(3));
+  const auto &xv = in.ops().values(x), &wv = in.ops().values(w), &sv = in.ops().values(s);
+  int64_t k = x.shape.back(), n = w.shape.at(1), rows = int64_t(xv.size()) / k;
+  std::vector<float> xf(xv.begin(), xv.end()), token_scales(static_cast<size_t>(rows));
+  std::vector<float> y(static_cast<size_t>(rows * n));
+  std::vector<float> col_scales(sv.begin(), sv.end()), b;
+  if (bias) b.assign(in.ops().values(*bias).begin(), in.ops().values(*bias).end());
+  std::vector<int8_t> q(xf.size());
+  quantize_rows_int8(xf.data(), RowDtype::Float32, rows, k, q.data(), token_scales.data());
+  std::vector<int32_t> acc(size_t(rows * n), 0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        acc[i * n + j] += int32_t(q[i * k + p]) * int32_t(wv[p * n + j]);
+  dequantize_rows_int32(acc.data(), rows, n, token_scales.data(), col_scales.data(),
+                        bias ? b.data() : nullptr, y.data(), RowDtype::Float32);
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = n;
+  return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), x.dtype);
+}
+
 // fxopt.runtime.dynamic_int8.dynamic_int8_linear (torch's packed int8 GEMMs): x [.., K] rounded
 // to 256 levels between min(x, 0) and max(x, 0) (one scale and zero point for the tensor), times
 // the int8 weight [N, K] scaled per row, plus the bias (None: none).
@@ -174,27 +147,12 @@ void add_int8_kernels(ReferenceInterpreter& interpreter) {
   auto add = [&](const char* target, Kernel kernel) {
     interpreter.add_kernel(NodeKind::CallFunction, target, std::move(kernel));
   };
-  add("aten.abs.default", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-    return Value(map(in.ops(), tensor(a, 0), [](double x) { return std::abs(x); }));
-  });
-  add("aten.round.default", [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-    return Value(map(in.ops(), tensor(a, 0), [](double x) { return std::nearbyint(x); }));
-  });
-  add("aten._to_copy.default",
-      [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-        return Value(in.ops().cast(tensor(a, 0), "int8"));
-      });
-  add("aten.amax.default", row_max);
-  add("aten._int_mm.default", int_mm);
+  add("fxopt.runtime.per_token_int8.per_token_int8_linear", per_token_int8_linear);
   add("fxopt.runtime.dynamic_int8.dynamic_int8_linear", dynamic_int8_linear);
   add("aten._weight_int8pack_mm.default", weight_int8pack_mm);
   add("aten._weight_int4pack_mm_for_cpu.default", weight_int4pack_mm);
   add("fxopt.runtime.int8_weight_linear.int8_weight_linear", own_int8_weight_linear);
   add("fxopt.runtime.int4_weight_linear.int4_weight_linear", own_int4_weight_linear);
-  add("aten.clamp_min.default",
-      [](ReferenceInterpreter& in, const Node&, const std::vector<Value>& a) {
-        return elementwise(in, a, [](double x, double y) { return std::max(x, y); });
-      });
 }
 
 }  // namespace fxopt::testing

@@ -197,7 +197,7 @@ CASES: list[Case] = [
     (lambda: ChangeActivation("relu", "silu"), "resnet", calls(torch.nn.functional.relu), 7, 0),
     (lambda: ChangePrecision(dtype=torch.bfloat16), "bert", is_linear, 13, 13),
     (lambda: ChangePrecision(dtype=torch.bfloat16), "resnet", calls(torch.conv2d), 8, 8),
-    # Every float32 Linear becomes per-token int8 ATen calls (aten._int_mm).
+    # Every float32 Linear becomes a per-token int8 call (the static choice).
     (QuantizeLinearsInt8, "bert", is_linear, 13, 0),
 ]
 

@@ -19,6 +19,7 @@ from fxopt.optimization import QuantizeLinearsInt8
 from fxopt.optimization.passes import int8_kernel_available
 from fxopt.optimization.presets import PresetWarning
 from fxopt.runtime.dynamic_int8 import dynamic_int8_linear
+from fxopt.runtime.per_token_int8 import per_token_int8_linear
 from linear_models import minilm
 
 __all__ = ["minilm"]  # the session fixture, used by name
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 def int8_calls(gm: torch.fx.GraphModule) -> int:
     return sum(
-        n.target in (dynamic_int8_linear, torch.ops.aten._int_mm.default) for n in gm.graph.nodes
+        n.target in (dynamic_int8_linear, per_token_int8_linear) for n in gm.graph.nodes
     )
 
 

@@ -414,21 +414,23 @@ class QuantizeLinearsInt8(CalibratedPass):
     to the original
     (``<weight path>_int8`` and ``_int8_scale``). Which int8 kernel each Linear gets, or none,
     is measured on this CPU (``fxopt.tuning``; the report lists the choices):
-    ``int8_per_token`` (every token gets its own activation scale, rounded in ATen ops and
-    multiplied with ``aten._int_mm``: the most accurate, fast only with VNNI or AMX),
-    ``int8_onednn`` / ``int8_fbgemm`` (torch's packed int8 GEMMs, one activation scale per
-    call, through ``fxopt.runtime.dynamic_int8``: the fastest where they have AMX or VNNI code,
-    and fbgemm the only fast int8 on AVX2-only CPUs), or ``float32`` where none wins. Graphs
-    hold plain tensors only, so they deep-copy and save with ``fxopt.save``. Reverse points the
-    graph back at the untouched float Linears, bit for bit.
+    ``int8_per_token`` (every token gets its own activation scale, by fxopt's kernels around
+    ``aten._int_mm``, ``fxopt.runtime.per_token_int8``: the most accurate, fast only with VNNI
+    or AMX), ``int8_onednn`` / ``int8_fbgemm`` (torch's packed int8 GEMMs, one activation scale
+    per call, through ``fxopt.runtime.dynamic_int8``: fbgemm the only fast int8 on AVX2-only
+    CPUs), or ``float32`` where none wins. Each is one call that returns its input's dtype, so a
+    bfloat16 lowering that follows leaves the int8 Linears in bfloat16 (the per-token kernel
+    reads and writes it directly; the packed ones cast inside). Graphs hold plain tensors only,
+    so they deep-copy and save with ``fxopt.save``. Reverse points the graph back at the
+    untouched float Linears, bit for bit.
 
     `compare_with` is the precision a Linear left alone will run in: ``torch.bfloat16`` when a
     lowering follows (the ``fast`` preset's ``ChangePrecision``), so int8 is picked only where
-    it beats that Linear, casts included. `keep` names Linear nodes to leave in float;
+    it beats that Linear on bfloat16 activations. `keep` names Linear nodes to leave in float;
     :meth:`calibrated` chooses them by measured sensitivity so that the model's outputs stay
     within a cosine bound on given inputs, and so does ``calibrate=True`` on the inputs of
     :meth:`calibrate_on` (the ``fast`` preset, when ``fxopt.optimize`` gets ``calibration=``).
-    Skipped, with the reason: non-float32 or non-CPU weights, inputs of unknown rank.
+    Skipped, with the reason: non-float32 or non-CPU weights.
 
     Measured on the real all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token,
     0.986 per tensor (oneDNN). See ``docs/benchmarks.md`` for speed per CPU.
@@ -460,7 +462,6 @@ class QuantizeLinearsInt8(CalibratedPass):
 
     def core_options(self) -> dict[str, Any]:
         return {
-            "int8": torch.int8,
             "keep": list(self._keep),
             "compare_with": dtype_name(self.compare_with),
             "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),

@@ -4,7 +4,10 @@
 with one scale per output channel and has the graph call :func:`dynamic_int8_linear` with the
 engine the kernel chooser measured fastest here: ``onednn`` (AMX / VNNI kernels) or ``fbgemm``.
 Each call quantizes its input to unsigned 8 bits with one scale and zero point for the whole
-tensor (``quantized::linear_dynamic``), multiplies in int8 and returns float32, bias included.
+tensor (``quantized::linear_dynamic``), multiplies in int8 and returns the input's dtype, bias
+included: the kernels take and give float32 only, so other activations (a graph lowered to
+bfloat16) are cast to float32 and the result back, here, which leaves the lowered graph in its
+dtype around the call (cpp/ops/dtype_flow.h).
 Where fbgemm has no VNNI its 16-bit sums would saturate: the pass then stores weights of at most
 63 levels (:func:`weight_max`), which keep them exact.
 
@@ -90,9 +93,10 @@ def dynamic_int8_linear(
 ) -> torch.Tensor:
     """linear(x, values * scales[:, None], bias) with x quantized per tensor to 8 bits.
 
-    `values` is the int8 weight [N, K], `scales` its float32 per-row scales [N]; x is float32 of
-    any rank [..., K]. The result is float32 [..., N].
+    `values` is the int8 weight [N, K], `scales` its float32 per-row scales [N]; x is a float
+    tensor of any rank [..., K]. The result is [..., N] in x's dtype.
     """
     with torch.no_grad():  # the packed kernels have no autograd formula; inference only
         packed, reduce_range = _pack(values, scales, bias, engine)
-        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
+        y = torch.ops.quantized.linear_dynamic(x.float(), packed, reduce_range)
+        return y if y.dtype == x.dtype else y.to(x.dtype)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
-from ..runtime import dynamic_int8, onednn_conv, onednn_linear
+from ..runtime import dynamic_int8, onednn_conv, onednn_linear, per_token_int8
 
 _WEIGHTS = TorchTensorOps()
 """Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
@@ -215,15 +215,10 @@ def _int8_apply(
     kernel: str, x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """The Linear with `_int8_weights`' values, the activations quantized at run time as the
-    graph quantizes them."""
+    graph quantizes them, in x's dtype."""
     if kernel != "int8_per_token":
         return dynamic_int8.dynamic_int8_linear(x, values, scales, bias, kernel.removeprefix("int8_"))
-    flat = x.reshape(-1, x.shape[-1])
-    token_scale = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-    q = (flat / token_scale).round().to(torch.int8)
-    y = torch._int_mm(q, values) * token_scale * scales
-    y = y if bias is None else y + bias
-    return y.reshape(*x.shape[:-1], y.shape[-1])
+    return per_token_int8.per_token_int8_linear(x, values, scales, bias)
 
 
 def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -236,16 +231,14 @@ def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 
 def _int8_kernel(kernel: str) -> Builder:
-    """`kernel` on float32 weights; in a lower-precision problem, with the casts of its input to
-    float32 and of its result back, which the graph then has around it (ChangePrecision)."""
+    """`kernel` on float32 weights, on activations of the problem's dtype (a lowered graph's
+    bfloat16: the packed engines cast inside the call, the per-token kernel reads it as it is)."""
 
     def build(problem: Problem) -> Runner:
         o = _linear_operands(replace(problem, dtype="float32"))
         weights = (*_int8_weights(kernel, o.weight), o.bias)
-        if problem.dtype == "float32":
-            return Runner(lambda w: _int8_apply(kernel, o.x, *w), weights)
         x = o.x.to(getattr(torch, problem.dtype))
-        return Runner(lambda w: _int8_apply(kernel, x.float(), *w).to(x.dtype), weights)
+        return Runner(lambda w: _int8_apply(kernel, x, *w), weights)
 
     return build
 

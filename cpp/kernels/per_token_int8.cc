@@ -1,0 +1,157 @@
+#include "kernels/per_token_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/bfloat16.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/row_split.h"
+
+namespace fxopt {
+namespace {
+
+constexpr float kFloatMin = std::numeric_limits<float>::min();
+
+float load(const void* row, RowDtype dtype, int64_t i) {
+  return dtype == RowDtype::Float32 ? static_cast<const float*>(row)[i]
+                                    : bfloat16_to_float(static_cast<const uint16_t*>(row)[i]);
+}
+
+const void* row_at(const void* x, RowDtype dtype, int64_t offset) {
+  size_t bytes = dtype == RowDtype::Float32 ? 4 : 2;
+  return static_cast<const char*>(x) + offset * bytes;
+}
+
+int8_t to_int8(float v) {  // v is already rounded; NaN (a NaN row) becomes 0, not UB
+  return std::isnan(v) ? 0 : int8_t(std::clamp(v, -128.0f, 127.0f));
+}
+
+// The scale of a row whose largest magnitude is `peak`.
+float row_scale(float peak) { return std::max(peak / 127.0f, kFloatMin); }
+
+void quantize_portable(const void* x, RowDtype dtype, int64_t k, int8_t* q, float* scales,
+                       int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const void* row = row_at(x, dtype, r * k);
+    float peak = 0.0f;
+    for (int64_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
+    float s = scales[r] = row_scale(peak);
+    for (int64_t i = 0; i < k; ++i) q[r * k + i] = to_int8(std::nearbyint(load(row, dtype, i) / s));
+  }
+}
+
+void store(void* y, RowDtype dtype, int64_t i, float v) {
+  if (dtype == RowDtype::Float32)
+    static_cast<float*>(y)[i] = v;
+  else
+    static_cast<uint16_t*>(y)[i] = float_to_bfloat16(v);
+}
+
+// Columns [j_begin, n) of rows [begin, end).
+void dequantize_portable(const int32_t* acc, int64_t n, const float* row_scales,
+                         const float* col_scales, const float* bias, void* y, RowDtype dtype,
+                         int64_t begin, int64_t end, int64_t j_begin = 0) {
+  for (int64_t r = begin; r < end; ++r)
+    for (int64_t j = j_begin; j < n; ++j) {
+      float v = float(acc[r * n + j]) * row_scales[r] * col_scales[j];
+      store(y, dtype, r * n + j, bias ? v + bias[j] : v);
+    }
+}
+
+#ifdef FXOPT_AVX512
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+FXOPT_AVX512 __m512 load16(const void* row, RowDtype dtype, int64_t i) {
+  if (dtype == RowDtype::Float32) return _mm512_loadu_ps(static_cast<const float*>(row) + i);
+  __m256i halves =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + i));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+}
+
+FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, int64_t k, int8_t* q,
+                                  float* scales, int64_t begin, int64_t end) {
+  int64_t vector_end = k - k % 16;
+  for (int64_t r = begin; r < end; ++r) {
+    const void* row = row_at(x, dtype, r * k);
+    __m512 peaks = _mm512_setzero_ps();
+    for (int64_t i = 0; i < vector_end; i += 16)
+      peaks = _mm512_max_ps(peaks, _mm512_abs_ps(load16(row, dtype, i)));
+    float peak = _mm512_reduce_max_ps(peaks);
+    for (int64_t i = vector_end; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
+    float s = scales[r] = row_scale(peak);
+    __m512 divisor = _mm512_set1_ps(s);
+    int8_t* out = q + r * k;
+    for (int64_t i = 0; i < vector_end; i += 16) {
+      // Division, not a multiplication by 1/s: ATen divides, and ties must round alike.
+      __m512 rounded = _mm512_roundscale_ps(_mm512_div_ps(load16(row, dtype, i), divisor), kRound);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                       _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(rounded)));
+    }
+    for (int64_t i = vector_end; i < k; ++i)
+      out[i] = to_int8(std::nearbyint(load(row, dtype, i) / s));
+  }
+}
+
+// float32 to bfloat16 with round to nearest even, NaN kept a quiet NaN (AVX-512F only: CPUs
+// without AVX512-BF16 run this too).
+FXOPT_AVX512 __m256i to_bfloat16(__m512 v) {
+  __m512i bits = _mm512_castps_si512(v);
+  __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  rounded = _mm512_mask_mov_epi32(
+      rounded, nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(rounded);
+}
+
+FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* row_scales,
+                                    const float* col_scales, const float* bias, void* y,
+                                    RowDtype dtype, int64_t begin, int64_t end) {
+  int64_t vector_end = n - n % 16;
+  for (int64_t r = begin; r < end; ++r) {
+    __m512 s = _mm512_set1_ps(row_scales[r]);
+    for (int64_t j = 0; j < vector_end; j += 16) {
+      __m512 v = _mm512_cvtepi32_ps(_mm512_loadu_si512(acc + r * n + j));
+      v = _mm512_mul_ps(_mm512_mul_ps(v, s), _mm512_loadu_ps(col_scales + j));
+      if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+      if (dtype == RowDtype::Float32)
+        _mm512_storeu_ps(static_cast<float*>(y) + r * n + j, v);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(y) + r * n + j),
+                            to_bfloat16(v));
+    }
+    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, r, r + 1, vector_end);
+  }
+}
+#endif
+
+}  // namespace
+
+void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
+                        float* scales, int threads) {
+  split_rows(rows, k * (dtype == RowDtype::Float32 ? 4 : 2), threads, 1,
+             [&](int64_t begin, int64_t end) {
+#ifdef FXOPT_AVX512
+               if (has_avx512()) return quantize_avx512(x, dtype, k, q, scales, begin, end);
+#endif
+               quantize_portable(x, dtype, k, q, scales, begin, end);
+             });
+}
+
+void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const float* row_scales,
+                           const float* col_scales, const float* bias, void* y, RowDtype dtype,
+                           int threads) {
+  split_rows(rows, n * 4, threads, 1, [&](int64_t begin, int64_t end) {
+#ifdef FXOPT_AVX512
+    if (has_avx512())
+      return dequantize_avx512(acc, n, row_scales, col_scales, bias, y, dtype, begin, end);
+#endif
+    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, begin, end);
+  });
+}
+
+}  // namespace fxopt

@@ -1,0 +1,35 @@
+// per_token_int8: the two ends of an int8 Linear whose activations get one scale per row
+// (token), around an int8 matrix product the caller runs (torch's aten._int_mm, oneDNN's VNNI
+// or AMX kernel):
+//
+//   quantize:    s[r] = max(max_i |x[r][i]| / 127, FLT_MIN),  q[r][i] = round(x[r][i] / s[r])
+//   dequantize:  y[r][j] = float(acc[r][j]) * s[r] * w_scale[j] + bias[j]
+//
+// in float32 whatever the activations' dtype (float32 or bfloat16, read and written as torch
+// stores them), with rounding to nearest even, in the order ATen evaluates the same expression
+// as separate ops: float32 results are bit for bit those of that ATen chain, bfloat16 ones its
+// float32 result rounded once. Why fxopt has them: as ATen ops the chain is seven passes over
+// the activations and casts around a bfloat16 graph (about 0.1 ms a Linear at 128 tokens, as
+// much as the 384x384 product itself); here it is one pass at each end, in the activations'
+// own dtype, so an int8 Linear fits into a lowered graph without casts.
+//
+// Rows are split over `threads` threads (kernels/row_split.h); AVX-512F where the CPU has it,
+// plain C++ elsewhere (same results).
+#pragma once
+
+#include <cstdint>
+
+namespace fxopt {
+
+enum class RowDtype { Float32, Bfloat16 };
+
+// x [rows, k] contiguous in `dtype`; q [rows, k] and scales [rows] are written.
+void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
+                        float* scales, int threads = 1);
+
+// acc [rows, n] contiguous; bias may be null; y [rows, n] in `dtype` is written.
+void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const float* row_scales,
+                           const float* col_scales, const float* bias, void* y, RowDtype dtype,
+                           int threads = 1);
+
+}  // namespace fxopt

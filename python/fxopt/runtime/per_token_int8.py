@@ -1,0 +1,64 @@
+"""The target of an int8 Linear with one activation scale per token (``QuantizeLinearsInt8``'s
+``int8_per_token`` kernel, cpp/passes/quantize_linears_int8.h).
+
+Each row of x is quantized to int8 with its own symmetric scale, in x's own dtype, by fxopt's
+kernel (kernels/per_token_int8.h); ``aten._int_mm`` multiplies it with the int8 weight (oneDNN's
+VNNI or AMX code); the same kernel scales the int32 sums by the row's and the output channel's
+scales, adds the bias and writes x's dtype. So in a graph lowered to bfloat16 the Linear reads
+and writes bfloat16 with no casts around it (ChangePrecision leaves it in its input's dtype:
+cpp/ops/dtype_flow.h), and its float32 result is bit for bit that of the same arithmetic in
+ATen ops. float16 and float64 inputs run through float32. Inference only: the result has no
+autograd history.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _core
+from . import graph_leaf
+
+_KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+
+
+@graph_leaf
+def per_token_int8_linear(
+    x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """x [..., k] @ (values [k, n] int8 * scales [n] float32) + bias [n] -> [..., n] in x's dtype,
+    x quantized per row to 8 bits."""
+    k, n = values.shape
+    if values.dtype != torch.int8 or scales.dtype != torch.float32 or scales.shape != (n,):
+        raise TypeError(
+            f"per_token_int8_linear: int8 values [k, n] and float32 scales [n]; not {values.dtype} "
+            f"{tuple(values.shape)}, {scales.dtype} {tuple(scales.shape)}"
+        )
+    if x.dim() < 1 or x.shape[-1] != k:
+        raise ValueError(f"per_token_int8_linear: x {tuple(x.shape)} does not end in {k}")
+    if not x.is_cpu:
+        raise TypeError(f"per_token_int8_linear: CPU activations, not {x.device}")
+    work = x if x.dtype in _KERNEL_DTYPES else x.float()
+    flat = work.reshape(-1, k).contiguous()
+    rows = flat.shape[0]
+    y = torch.empty(rows, n, dtype=work.dtype)
+    if rows:
+        threads = torch.get_num_threads()
+        bfloat16 = work.dtype == torch.bfloat16
+        q = torch.empty(rows, k, dtype=torch.int8)
+        token_scales = torch.empty(rows)
+        _core.quantize_rows_int8(flat.data_ptr(), bfloat16, rows, k, q.data_ptr(), token_scales.data_ptr(), threads)
+        product = torch._int_mm(q, values.contiguous())
+        bias = None if bias is None else bias.float().contiguous()
+        _core.dequantize_rows_int32(
+            product.data_ptr(),
+            rows,
+            n,
+            token_scales.data_ptr(),
+            scales.contiguous().data_ptr(),
+            0 if bias is None else bias.data_ptr(),
+            y.data_ptr(),
+            bfloat16,
+            threads,
+        )
+    y = y.reshape(*x.shape[:-1], n)
+    return y if y.dtype == x.dtype else y.to(x.dtype)

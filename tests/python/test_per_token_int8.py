@@ -1,0 +1,112 @@
+"""fxopt.runtime.per_token_int8: the per-token int8 Linear QuantizeLinearsInt8 emits, and how a
+bfloat16 lowering leaves it in the activations' dtype."""
+
+from __future__ import annotations
+
+import copy
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxopt
+from fxopt.optimization import ChangePrecision, QuantizeLinearsInt8, hardware
+from fxopt.runtime.per_token_int8 import per_token_int8_linear
+
+
+def int8_weight(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values [k, n] and per-output-channel scales, as the pass stores them for this kernel."""
+    weight = torch.randn(n, k)
+    scales = weight.abs().amax(1) / 127
+    return (weight / scales[:, None]).round().to(torch.int8).t().contiguous(), scales
+
+
+def aten_per_token(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The same arithmetic in ATen ops, in float32: what the kernel's float32 result must equal."""
+    flat = x.float().reshape(-1, x.shape[-1])
+    token_scales = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    q = (flat / token_scales).round().to(torch.int8)
+    y = torch._int_mm(q, values) * token_scales * scales
+    y = y if bias is None else y + bias
+    return y.reshape(*x.shape[:-1], values.shape[1])
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 48), (1, 37), (17, 384), (0, 3, 48)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_matches_the_aten_arithmetic_bit_for_bit(shape: tuple[int, ...], with_bias: bool) -> None:
+    torch.manual_seed(0)
+    values, scales = int8_weight(24, shape[-1])
+    bias = torch.randn(24) if with_bias else None
+    x = torch.randn(*shape) * 3
+    x[..., 0] = 40.0 if x.numel() else 0  # an outlier channel: per-token scales differ by row
+    expected = aten_per_token(x, values, scales, bias)
+    assert torch.equal(per_token_int8_linear(x, values, scales, bias), expected)
+    # bfloat16 activations: quantized from their values, the float32 result rounded once.
+    low = x.bfloat16()
+    y = per_token_int8_linear(low, values, scales, bias)
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y, aten_per_token(low, values, scales, bias).bfloat16())
+    # Other float dtypes run through float32 and come back in their own.
+    half = per_token_int8_linear(x.double(), values, scales, bias)
+    assert half.dtype == torch.float64 and torch.equal(half, expected.double())
+
+
+def test_reads_strided_inputs_and_a_lowered_bias() -> None:
+    values, scales = int8_weight(8, 16)
+    x = torch.randn(16, 6).t()  # not contiguous
+    bias = torch.randn(8)
+    expected = aten_per_token(x.contiguous(), values, scales, bias.bfloat16().float())
+    assert torch.equal(per_token_int8_linear(x, values, scales, bias.bfloat16()), expected)
+
+
+def test_bad_operands_say_what_is_wrong() -> None:
+    values, scales = int8_weight(8, 16)
+    with pytest.raises(ValueError, match="does not end in 16"):
+        per_token_int8_linear(torch.randn(3, 12), values, scales)
+    with pytest.raises(TypeError, match="int8 values"):
+        per_token_int8_linear(torch.randn(3, 16), values.float(), scales)
+    with pytest.raises(TypeError, match="float32 scales"):
+        per_token_int8_linear(torch.randn(3, 16), values, scales.double())
+
+
+class Block(nn.Module):
+    """Two Linears around a GELU and a residual add, batch-first [b, t, 64]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(64, 128)
+        self.down = nn.Linear(128, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+@pytest.mark.skipif(not hardware.bfloat16_native(torch.device("cpu")), reason="the lowering needs native bfloat16 here")
+def test_a_bfloat16_lowering_leaves_the_int8_linears_in_bfloat16_without_casts() -> None:
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(2, 9, 64)
+    gm = fxopt.trace(model, example_inputs=(x,), mode="dynamo")  # dtypes: a whole-graph lowering
+    expected = gm(x)
+    with fxopt.tuning.pinned(int8_linear="int8_per_token"):
+        int8 = QuantizeLinearsInt8()
+        quantized = int8(copy.deepcopy(gm))
+    lowering = ChangePrecision(dtype=torch.bfloat16)
+    lowered = lowering(quantized)
+    calls = [n for n in lowered.graph.nodes if n.target is per_token_int8_linear]
+    assert len(calls) == 2
+    casts = [n for n in lowered.graph.nodes if n.op == "call_method" and n.target == "to"]
+    casts += [n for n in lowered.graph.nodes if n.target in (torch.ops.aten._to_copy.default,)]
+    # The input's cast in and the output's cast back, nothing around the int8 Linears.
+    assert len(casts) == 2, lowered.code
+    # Their scales and biases stay float32; the result is bfloat16 arithmetic of int8 Linears.
+    for call in calls:
+        for operand in call.args[2:]:
+            assert operator.attrgetter(operand.target)(lowered).dtype == torch.float32
+    y = lowered(x)
+    assert y.dtype == torch.float32
+    cosine = torch.nn.functional.cosine_similarity(y.flatten(), expected.flatten(), dim=0).item()
+    assert 0.99 < cosine < 1.0
+    restored = int8(lowering(lowered, reverse=True), reverse=True)
+    assert torch.equal(restored(x), expected)
