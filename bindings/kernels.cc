@@ -1,9 +1,12 @@
 #include "bindings/kernels.h"
 
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/decode_attention.h"
@@ -36,6 +39,18 @@ PrefillAttention prefill_shape(const std::vector<int64_t>& sizes,
   s.scale = scale;
   s.causal = causal;
   return s;
+}
+
+Activation activation_named(const std::string& name) {
+  static const std::pair<const char*, Activation> kNames[] = {{"none", Activation::None},
+                                                              {"relu", Activation::Relu},
+                                                              {"gelu", Activation::Gelu},
+                                                              {"gelu_tanh", Activation::GeluTanh},
+                                                              {"silu", Activation::Silu}};
+  for (const auto& [known, activation] : kNames)
+    if (name == known) return activation;
+  throw std::invalid_argument("dequantize_rows_int32: no activation '" + name +
+                              "' (none, relu, gelu, gelu_tanh, silu)");
 }
 
 }  // namespace
@@ -105,18 +120,21 @@ void bind_kernels(nb::module_& m) {
   m.def(
       "dequantize_rows_int32",
       [](uintptr_t acc, int64_t rows, int64_t n, uintptr_t row_scales, uintptr_t col_scales,
-         uintptr_t bias, uintptr_t y, bool bfloat16, int threads) {
+         uintptr_t bias, uintptr_t y, bool bfloat16, int threads, const std::string& activation) {
+        Activation applied = activation_named(activation);
+        nb::gil_scoped_release unlocked;
         dequantize_rows_int32(at<const int32_t>(acc), rows, n, at<const float>(row_scales),
                               at<const float>(col_scales), bias ? at<const float>(bias) : nullptr,
                               at<void>(y), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
-                              threads);
+                              threads, applied);
       },
       nb::arg("acc"), nb::arg("rows"), nb::arg("n"), nb::arg("row_scales"), nb::arg("col_scales"),
       nb::arg("bias"), nb::arg("y"), nb::arg("bfloat16"), nb::arg("threads"),
-      nb::call_guard<nb::gil_scoped_release>(),
-      "y[rows, n] = acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n] (float32; "
-      "address 0: no bias), written as float32, or bfloat16 if `bfloat16` "
-      "(kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.");
+      nb::arg("activation") = "none",
+      "y[rows, n] = activation(acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n]) "
+      "(float32; bias address 0: none; activation none, relu, gelu, gelu_tanh or silu), written "
+      "as float32, or bfloat16 if `bfloat16` (kernels/per_token_int8.h); arguments are data "
+      "addresses of contiguous arrays.");
   m.def("prefill_attention_bf16_available", &prefill_attention_bf16_available,
         "Whether this CPU runs prefill_attention_bf16 (AVX512-BF16, under a oneDNN ISA cap).");
   m.def(

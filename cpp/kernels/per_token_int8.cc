@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/avx512_exp.h"
 #include "kernels/bfloat16.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/row_split.h"
@@ -43,6 +44,25 @@ void quantize_portable(const void* x, RowDtype dtype, int64_t k, int8_t* q, floa
   }
 }
 
+constexpr float kSqrtHalf = 0.70710678118654752f;
+constexpr float kTanhGeluScale = 0.79788456080286536f;  // sqrt(2 / pi)
+
+float activate(float v, Activation activation) {
+  switch (activation) {
+    case Activation::None:
+      return v;
+    case Activation::Relu:
+      return v < 0.0f ? 0.0f : v;
+    case Activation::Gelu:
+      return 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
+    case Activation::GeluTanh:
+      return 0.5f * v * (1.0f + std::tanh(kTanhGeluScale * (v + 0.044715f * v * v * v)));
+    case Activation::Silu:
+      return v / (1.0f + std::exp(-v));
+  }
+  return v;
+}
+
 void store(void* y, RowDtype dtype, int64_t i, float v) {
   if (dtype == RowDtype::Float32)
     static_cast<float*>(y)[i] = v;
@@ -53,11 +73,11 @@ void store(void* y, RowDtype dtype, int64_t i, float v) {
 // Columns [j_begin, n) of rows [begin, end).
 void dequantize_portable(const int32_t* acc, int64_t n, const float* row_scales,
                          const float* col_scales, const float* bias, void* y, RowDtype dtype,
-                         int64_t begin, int64_t end, int64_t j_begin = 0) {
+                         Activation activation, int64_t begin, int64_t end, int64_t j_begin = 0) {
   for (int64_t r = begin; r < end; ++r)
     for (int64_t j = j_begin; j < n; ++j) {
       float v = float(acc[r * n + j]) * row_scales[r] * col_scales[j];
-      store(y, dtype, r * n + j, bias ? v + bias[j] : v);
+      store(y, dtype, r * n + j, activate(bias ? v + bias[j] : v, activation));
     }
 }
 
@@ -95,6 +115,47 @@ FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, int64_t k, int8
   }
 }
 
+// erf(x) within 1.5e-7: 1 - t (a1 + t (a2 + ...)) e^(-x^2), t = 1 / (1 + p |x|), odd in x.
+FXOPT_AVX512 __m512 erf_avx512(__m512 x) {
+  __m512 a = _mm512_abs_ps(x);
+  __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                           _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+  __m512 e = exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
+  __m512 y = _mm512_fnmadd_ps(_mm512_mul_ps(p, t), e, _mm512_set1_ps(1.0f));
+  // The sign of x onto y (y >= 0).
+  return _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_castps_si512(y),
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(int32_t(0x80000000u)))));
+}
+
+FXOPT_AVX512 __m512 activate_avx512(__m512 v, Activation activation) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  switch (activation) {
+    case Activation::None:
+      return v;
+    case Activation::Relu:
+      return _mm512_max_ps(v, _mm512_setzero_ps());
+    case Activation::Gelu:
+      return _mm512_mul_ps(
+          _mm512_mul_ps(half, v),
+          _mm512_add_ps(one, erf_avx512(_mm512_mul_ps(v, _mm512_set1_ps(kSqrtHalf)))));
+    case Activation::GeluTanh: {
+      // tanh(u) = 1 - 2 / (e^(2u) + 1), so 0.5 v (1 + tanh(u)) = v - v / (e^(2u) + 1).
+      __m512 cube = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+      __m512 u = _mm512_mul_ps(_mm512_set1_ps(2.0f * kTanhGeluScale),
+                               _mm512_fmadd_ps(cube, _mm512_set1_ps(0.044715f), v));
+      return _mm512_sub_ps(v, _mm512_div_ps(v, _mm512_add_ps(exp_avx512(u), one)));
+    }
+    case Activation::Silu:
+      return _mm512_div_ps(v,
+                           _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+  }
+  return v;
+}
+
 // float32 to bfloat16 with round to nearest even, NaN kept a quiet NaN (AVX-512F only: CPUs
 // without AVX512-BF16 run this too).
 FXOPT_AVX512 __m256i to_bfloat16(__m512 v) {
@@ -110,7 +171,8 @@ FXOPT_AVX512 __m256i to_bfloat16(__m512 v) {
 
 FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* row_scales,
                                     const float* col_scales, const float* bias, void* y,
-                                    RowDtype dtype, int64_t begin, int64_t end) {
+                                    RowDtype dtype, Activation activation, int64_t begin,
+                                    int64_t end) {
   int64_t vector_end = n - n % 16;
   for (int64_t r = begin; r < end; ++r) {
     __m512 s = _mm512_set1_ps(row_scales[r]);
@@ -118,13 +180,15 @@ FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* 
       __m512 v = _mm512_cvtepi32_ps(_mm512_loadu_si512(acc + r * n + j));
       v = _mm512_mul_ps(_mm512_mul_ps(v, s), _mm512_loadu_ps(col_scales + j));
       if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+      v = activate_avx512(v, activation);
       if (dtype == RowDtype::Float32)
         _mm512_storeu_ps(static_cast<float*>(y) + r * n + j, v);
       else
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(y) + r * n + j),
                             to_bfloat16(v));
     }
-    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, r, r + 1, vector_end);
+    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, activation, r, r + 1,
+                        vector_end);
   }
 }
 #endif
@@ -144,13 +208,14 @@ void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, 
 
 void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const float* row_scales,
                            const float* col_scales, const float* bias, void* y, RowDtype dtype,
-                           int threads) {
+                           int threads, Activation activation) {
   split_rows(rows, n * 4, threads, 1, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
     if (has_avx512())
-      return dequantize_avx512(acc, n, row_scales, col_scales, bias, y, dtype, begin, end);
+      return dequantize_avx512(acc, n, row_scales, col_scales, bias, y, dtype, activation, begin,
+                               end);
 #endif
-    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, begin, end);
+    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, activation, begin, end);
   });
 }
 

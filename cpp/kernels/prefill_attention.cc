@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/avx512_exp.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/row_split.h"
 
@@ -30,22 +31,6 @@ uint32_t pair_at(const uint16_t* p) {
   uint32_t pair;
   std::memcpy(&pair, p, sizeof pair);
   return pair;
-}
-
-// e^x for x <= 0 (scores less their maximum) with -inf giving 0: 2^n e^r, |r| <= ln 2 / 2, a
-// degree-6 Taylor polynomial (relative error below 2e-7, under float32's rounding of the sum).
-FXOPT_AVX512_BF16 __m512 exp_nonpositive(__m512 x) {
-  const __m512 lowest = _mm512_set1_ps(-87.0f);
-  __mmask16 vanishing = _mm512_cmp_ps_mask(x, lowest, _CMP_LT_OQ);
-  x = _mm512_max_ps(x, lowest);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  for (float c : {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-  return _mm512_maskz_mov_ps(__mmask16(~vanishing), _mm512_scalef_ps(p, n));
 }
 
 FXOPT_AVX512_BF16 __m512bh as_pairs(__m512i x) { return (__m512bh)x; }
@@ -100,7 +85,7 @@ FXOPT_AVX512_BF16 float row_softmax(float* scores, const float* mask, int64_t vi
     return std::numeric_limits<float>::quiet_NaN();
   __m512 total = _mm512_setzero_ps();
   for (int64_t j = 0; j < end; j += 16) {
-    __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(peak)));
+    __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(scores + j), _mm512_set1_ps(peak)));
     total = _mm512_add_ps(total, e);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(probs + j), (__m256i)_mm512_cvtneps_pbh(e));
   }

@@ -66,10 +66,12 @@ Node* end_linear_chain(PassContext& ctx, ChainBuilder& chain, const LinearView& 
 }
 
 Node* replace_linear(PassContext& ctx, const LinearView& view, Node* node, Node* y, Arg captured,
-                     std::vector<std::string> attributes, Record record, ChainEnds ends) {
+                     std::vector<std::string> attributes, Record record, ChainEnds ends,
+                     Node* fused) {
   Rewriter& rewriter = ctx.rewriter;
   Node* weight_read = view.weight_node;
-  rewriter.replace_and_erase(node, y);
+  rewriter.replace_and_erase(fused ? fused : node, y);
+  if (fused) rewriter.erase(node);
   if (weight_read) rewriter.erase_if_unused_read(weight_read);
   record.set(kNodes, std::move(captured));
   record.set(kFlattened, ends.flattened);

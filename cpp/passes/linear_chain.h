@@ -55,9 +55,11 @@ struct ChainEnds {
 };
 // Puts `y`, the Linear's whole result (bias added, x's leading sizes), in `node`'s place and
 // records the reversal (`record` the pass's own fields, `ends` what walk_linear_chain_end will
-// pass). Returns y, marked as changed.
+// pass). With `fused`, the Linear's only reader that y computes too (an activation, captured
+// with the Linear), y takes that reader's place instead. Returns y, marked as changed.
 Node* replace_linear(PassContext& ctx, const LinearView& view, Node* node, Node* y, Arg captured,
-                     std::vector<std::string> attributes, Record record = {}, ChainEnds ends = {});
+                     std::vector<std::string> attributes, Record record = {}, ChainEnds ends = {},
+                     Node* fused = nullptr);
 // From the chain's last node back past the reshape and the bias: the node before them.
 Node* walk_linear_chain_end(ChainWalker& walk, Node* node, const RecordReader& record);
 // Whether the forward flattened x (the walk then passes one more reshape to reach x).

@@ -1,12 +1,15 @@
 #include "passes/quantize_linears_int8.h"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
+#include "passes/onednn_post_op.h"
 #include "passes/op_chain.h"
 #include "rewrite/capture.h"
 
@@ -39,10 +42,25 @@ std::pair<std::string, std::string> store_weight(PassContext& ctx, const LinearV
   return {values_path, scales_path};
 }
 
+// The activations the per-token kernel applies to its result (kernels/per_token_int8.h), as
+// ops/activation.h names them.
+constexpr std::array<std::string_view, 4> kPerTokenActivations = {"relu", "gelu", "gelu_tanh",
+                                                                  "silu"};
+
+// The activation reading only the Linear's result, if the per-token kernel can apply it.
+std::optional<FusableActivation> per_token_activation(const Program& program, Node* linear) {
+  std::optional<FusableActivation> activation = fusable_activation(program, linear);
+  if (activation &&
+      std::ranges::find(kPerTokenActivations, activation->name) == kPerTokenActivations.end())
+    activation.reset();
+  return activation;
+}
+
 // One call that takes x of any rank and the bias as they are: the per-token kernel (the weight
-// transposed to [K, N] for aten._int_mm) or a packed engine's.
+// transposed to [K, N] for aten._int_mm; with `activation`, which it applies too) or a packed
+// engine's.
 void int8_call(PassContext& ctx, Node* node, const LinearView& view, const std::string& kernel,
-               int max_level, Arg captured) {
+               int max_level, const std::optional<FusableActivation>& activation, Arg captured) {
   Rewriter& rewriter = ctx.rewriter;
   bool per_token = kernel == kPerToken;
   auto [values_path, scales_path] = store_weight(ctx, view, per_token, max_level);
@@ -50,10 +68,12 @@ void int8_call(PassContext& ctx, Node* node, const LinearView& view, const std::
   Args args = {view.input, rewriter.read_attribute(node, values_path),
                rewriter.read_attribute(node, scales_path), std::move(bias)};
   if (!per_token) args.push_back(kernel.substr(std::string_view("int8_").size()));  // the engine
+  if (activation) args.push_back(activation->name);
   Node* y = ChainBuilder(rewriter, node)
                 .call(per_token ? kPerTokenInt8Linear : kDynamicInt8Linear, "int8_linear",
                       std::move(args));
-  replace_linear(ctx, view, node, y, std::move(captured), {values_path, scales_path});
+  replace_linear(ctx, view, node, y, std::move(captured), {values_path, scales_path}, {}, {},
+                 activation ? activation->node : nullptr);
 }
 
 }  // namespace
@@ -111,8 +131,12 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "kept in float32 (option 'keep')");
   std::optional<LinearView> view = quantizable_weight(ctx, node, "the int8 path");
   if (!view) return;
+  // The activation reading the Linear is part of what is timed: the per-token kernel applies it,
+  // the packed ones leave it to its own op, a Linear left as it is gets it fused by oneDNN.
+  std::optional<FusableActivation> activation = per_token_activation(ctx.rewriter.program(), node);
   std::vector<std::string> kernels = {compare_with_, kPerToken, kOneDnn, kFbgemm};
-  ChoiceQuery query = linear_choice_query(*view, "int8_linear", "none", kernels, 1);
+  ChoiceQuery query =
+      linear_choice_query(*view, "int8_linear", activation ? activation->name : "none", kernels, 1);
   query.dtype = compare_with_;
   std::string kernel = ctx.choose(*node, query);
   if (kernel == compare_with_)
@@ -120,11 +144,13 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
                                " Linear was measured faster here, or this CPU has no fast int8 "
                                "matmul (see the pass's choices)");
   if (choose_only_) return ctx.skip(*node, "option 'choose_only': its kernel is in the choices");
+  if (kernel != kPerToken) activation.reset();
   Node* inputs[] = {view->input};
-  Node* pattern[] = {node};
+  std::vector<Node*> pattern = {node};
+  if (activation) pattern.push_back(activation->node);
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
-  int8_call(ctx, node, *view, kernel, kernel == kFbgemm ? fbgemm_weight_max_ : 127,
+  int8_call(ctx, node, *view, kernel, kernel == kFbgemm ? fbgemm_weight_max_ : 127, activation,
             std::move(*captured));
 }
 

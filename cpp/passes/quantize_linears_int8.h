@@ -2,10 +2,13 @@
 // quantized activations and per-channel weight scales (opt-in; not computation-preserving).
 // Which int8 kernel, or none, is a choice measured per Linear on this CPU (tuning/chooser.h):
 //
-// "int8_per_token", fxopt's kernel with one activation scale per token around aten._int_mm:
-//   before:  %y = linear(%x, %w, %b)
+// "int8_per_token", fxopt's kernel with one activation scale per token around aten._int_mm,
+// which also applies the activation that is the Linear's only reader (relu, gelu, gelu_tanh,
+// silu: one pass less over the result, which a fused oneDNN Linear would otherwise save):
+//   before:  %h = linear(%x, %w, %b)
+//            %y = gelu(%h)
 //   after:   %y = fxopt.runtime.per_token_int8.per_token_int8_linear(%x, %w_int8, %w_int8_scale,
-//                                                                  %b)
+//                                                                  %b, "gelu")
 // "int8_onednn" / "int8_fbgemm", torch's packed int8 GEMMs with one 8-bit activation scale and
 // zero point per call:
 //   after:   %y = fxopt.runtime.dynamic_int8.dynamic_int8_linear(%x, %w_int8, %w_int8_scale,

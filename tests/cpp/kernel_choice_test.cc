@@ -128,7 +128,7 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   PassResult result = run_pass(QuantizeLinearsInt8({}), program, edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].op, "int8_linear");
-  EXPECT_EQ(chooser.queries[0].variant, "none");
+  EXPECT_EQ(chooser.queries[0].variant, "gelu");  // the per-token kernel would apply it
   EXPECT_EQ(chooser.queries[0].candidates,
             (std::vector<std::string>{"float32", "int8_per_token", "int8_onednn", "int8_fbgemm"}));
   EXPECT_TRUE(result.changed.empty());
@@ -136,7 +136,8 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
 }
 
 // Every int8 kernel takes x of any rank and the bias as they are: one call, no chain around it.
-// The packed engines' call names its engine; the per-token one reads the weight as [K, N].
+// The packed engines' call names its engine; the per-token one reads the weight as [K, N] and
+// takes in the GELU after it.
 void expect_one_call_that_reverses(KernelChoiceTest& t, const std::string& kernel) {
   t.build_linear_gelu();
   auto graph_before = t.structure();
@@ -152,8 +153,10 @@ void expect_one_call_that_reverses(KernelChoiceTest& t, const std::string& kerne
   for (const Node* node : t.program.graph)
     if (node->target().str() == target) call = node;
   ASSERT_NE(call, nullptr);
-  if (!per_token)
-    EXPECT_EQ(call->args().back().as<std::string>(), kernel.substr(std::string("int8_").size()));
+  // The engine's name; the per-token kernel applies the GELU that reads the Linear.
+  EXPECT_EQ(call->args().back().as<std::string>(),
+            per_token ? "gelu" : kernel.substr(std::string("int8_").size()));
+  EXPECT_EQ(t.count("aten.gelu.default"), per_token ? 0u : 1u);
   EXPECT_EQ(
       t.count("aten.linear.default") + t.count("aten.reshape.default") + t.count("aten.add.Tensor"),
       0u);

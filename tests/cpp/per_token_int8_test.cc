@@ -107,6 +107,40 @@ TEST(PerTokenInt8, Bfloat16RoundingIsToNearestEven) {
   EXPECT_EQ(y, std::vector<uint16_t>(16, 0x3f80));
 }
 
+// The activations the kernel applies, against the exact functions: within 2e-7 of each value's
+// scale (the vector forms approximate erf and e^x), on both sides of zero and in the tails.
+TEST(PerTokenInt8, ActivationsMatchTheirDefinitions) {
+  const int64_t n = 40;  // two 16-wide blocks and a tail
+  std::vector<int32_t> acc(n);
+  for (int64_t j = 0; j < n; ++j) acc[j] = int32_t(j) - 20;
+  std::vector<float> row = {0.45f}, cols(n, 1.0f), y(n);
+  auto exact = [](float v, Activation a) -> double {
+    double x = v;
+    switch (a) {
+      case Activation::Relu:
+        return std::max(x, 0.0);
+      case Activation::Gelu:
+        return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+      case Activation::GeluTanh:
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      case Activation::Silu:
+        return x / (1 + std::exp(-x));
+      default:
+        return x;
+    }
+  };
+  for (Activation a :
+       {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu}) {
+    SCOPED_TRACE(int(a));
+    dequantize_rows_int32(acc.data(), 1, n, row.data(), cols.data(), nullptr, y.data(),
+                          RowDtype::Float32, 1, a);
+    for (int64_t j = 0; j < n; ++j) {
+      float v = float(acc[j]) * 0.45f;
+      EXPECT_NEAR(y[j], exact(v, a), 2e-7 * std::max(1.0f, std::abs(v))) << v;
+    }
+  }
+}
+
 TEST(PerTokenInt8, RowsSplitOverThreadsGiveTheSameBits) {
   const int64_t rows = 300, k = 1000, n = 1000;  // enough bytes to split
   std::vector<float> x = activations(rows, k);

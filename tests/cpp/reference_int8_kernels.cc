@@ -89,8 +89,9 @@ Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
 
 // fxopt.runtime.per_token_int8.per_token_int8_linear: fxopt's quantize and dequantize kernels
 // (kernels/per_token_int8.h) run for real on float32 copies, around an exact integer product
-// (aten._int_mm's part); values [K, N].
-Value per_token_int8_linear(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+// (aten._int_mm's part); values [K, N]; the activation named by a fifth operand.
+Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
+                            const std::vector<Value>& args) {
   const TensorInfo &x = tensor(args, 0), &w = tensor(args, 1), &s = tensor(args, 2);
   const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(3));
   const auto &xv = in.ops().values(x), &wv = in.ops().values(w), &sv = in.ops().values(s);
@@ -106,8 +107,17 @@ Value per_token_int8_linear(ReferenceInterpreter& in, const Node&, const std::ve
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p)
         acc[i * n + j] += int32_t(q[i * k + p]) * int32_t(wv[p * n + j]);
+  Activation activation = Activation::None;
+  if (node.args().size() > 4) {
+    const std::string& name = node.args()[4].as<std::string>();
+    activation = name == "gelu"        ? Activation::Gelu
+                 : name == "gelu_tanh" ? Activation::GeluTanh
+                 : name == "relu"      ? Activation::Relu
+                 : name == "silu"      ? Activation::Silu
+                                       : throw std::invalid_argument("activation " + name);
+  }
   dequantize_rows_int32(acc.data(), rows, n, token_scales.data(), col_scales.data(),
-                        bias ? b.data() : nullptr, y.data(), RowDtype::Float32);
+                        bias ? b.data() : nullptr, y.data(), RowDtype::Float32, 1, activation);
   std::vector<int64_t> shape = x.shape;
   shape.back() = n;
   return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), x.dtype);

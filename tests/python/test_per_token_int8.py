@@ -52,6 +52,29 @@ def test_matches_the_aten_arithmetic_bit_for_bit(shape: tuple[int, ...], with_bi
     assert half.dtype == torch.float64 and torch.equal(half, expected.double())
 
 
+@pytest.mark.parametrize(
+    ("name", "function"),
+    [
+        ("relu", torch.relu),
+        ("gelu", torch.nn.functional.gelu),
+        ("gelu_tanh", lambda y: torch.nn.functional.gelu(y, approximate="tanh")),
+        ("silu", torch.nn.functional.silu),
+    ],
+)
+def test_applies_the_activation_to_its_float32_result(name: str, function: object) -> None:
+    torch.manual_seed(0)
+    values, scales = int8_weight(40, 64)
+    bias = torch.randn(40)
+    x = torch.randn(3, 7, 64)
+    linear = aten_per_token(x, values, scales, bias)
+    expected = function(linear)  # type: ignore[operator]
+    torch.testing.assert_close(per_token_int8_linear(x, values, scales, bias, name), expected, rtol=1e-6, atol=1e-6)
+    low = per_token_int8_linear(x.bfloat16(), values, scales, bias, name)
+    torch.testing.assert_close(low, function(aten_per_token(x.bfloat16(), values, scales, bias)).bfloat16())  # type: ignore[operator]
+    with pytest.raises(ValueError, match="no activation 'mish'"):
+        per_token_int8_linear(x, values, scales, bias, "mish")
+
+
 def test_reads_strided_inputs_and_a_lowered_bias() -> None:
     values, scales = int8_weight(8, 16)
     x = torch.randn(16, 6).t()  # not contiguous
@@ -96,13 +119,15 @@ def test_a_bfloat16_lowering_leaves_the_int8_linears_in_bfloat16_without_casts()
     lowered = lowering(quantized)
     calls = [n for n in lowered.graph.nodes if n.target is per_token_int8_linear]
     assert len(calls) == 2
+    assert calls[0].args[4:] == ("gelu",)  # the GELU reading only the first is applied by it
+    assert not [n for n in lowered.graph.nodes if "gelu" in str(n.target)]
     casts = [n for n in lowered.graph.nodes if n.op == "call_method" and n.target == "to"]
     casts += [n for n in lowered.graph.nodes if n.target in (torch.ops.aten._to_copy.default,)]
     # The input's cast in and the output's cast back, nothing around the int8 Linears.
     assert len(casts) == 2, lowered.code
     # Their scales and biases stay float32; the result is bfloat16 arithmetic of int8 Linears.
     for call in calls:
-        for operand in call.args[2:]:
+        for operand in call.args[2:4]:
             assert operator.attrgetter(operand.target)(lowered).dtype == torch.float32
     y = lowered(x)
     assert y.dtype == torch.float32

@@ -7,8 +7,10 @@ VNNI or AMX code); the same kernel scales the int32 sums by the row's and the ou
 scales, adds the bias and writes x's dtype. So in a graph lowered to bfloat16 the Linear reads
 and writes bfloat16 with no casts around it (ChangePrecision leaves it in its input's dtype:
 cpp/ops/dtype_flow.h), and its float32 result is bit for bit that of the same arithmetic in
-ATen ops. float16 and float64 inputs run through float32. Inference only: the result has no
-autograd history.
+ATen ops. `activation` (``relu``, ``gelu``, ``gelu_tanh``, ``silu``; ``none``) is applied to the
+float32 result before it is written: the pass fuses the activation that reads only the Linear,
+as oneDNN's post-ops do for the Linears it runs. float16 and float64 inputs run through
+float32. Inference only: the result has no autograd history.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ _KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
 @graph_leaf
 def per_token_int8_linear(
-    x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
+    x: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str = "none",
 ) -> torch.Tensor:
-    """x [..., k] @ (values [k, n] int8 * scales [n] float32) + bias [n] -> [..., n] in x's dtype,
-    x quantized per row to 8 bits."""
+    """activation(x [..., k] @ (values [k, n] int8 * scales [n] float32) + bias [n]) -> [..., n]
+    in x's dtype, x quantized per row to 8 bits."""
     k, n = values.shape
     if values.dtype != torch.int8 or scales.dtype != torch.float32 or scales.shape != (n,):
         raise TypeError(
@@ -59,6 +65,7 @@ def per_token_int8_linear(
             y.data_ptr(),
             bfloat16,
             threads,
+            activation,
         )
     y = y.reshape(*x.shape[:-1], n)
     return y if y.dtype == x.dtype else y.to(x.dtype)

@@ -195,8 +195,9 @@ def _onednn_linear(fused: bool) -> Builder:
     def build(problem: Problem) -> Runner:
         o = _linear_operands(problem)
         linear = onednn_linear.linear_pointwise  # what the graph runs: the weight packed once
-        attr, scalars, algorithm = _POST_OPS[o.activation] if fused else ("none", [], None)
-        act = (lambda y: y) if fused else _ACTIVATIONS[o.activation]
+        fused_here = fused and o.activation != "none"
+        attr, scalars, algorithm = _POST_OPS[o.activation] if fused_here else ("none", [], None)
+        act = (lambda y: y) if fused_here else _ACTIVATIONS[o.activation]
         return Runner(lambda w: act(linear(o.x, w[0], w[1], attr, scalars, algorithm)), (o.weight, o.bias))
 
     return build
@@ -232,15 +233,27 @@ def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 def _int8_kernel(kernel: str) -> Builder:
     """`kernel` on float32 weights, on activations of the problem's dtype (a lowered graph's
-    bfloat16: the packed engines cast inside the call, the per-token kernel reads it as it is)."""
+    bfloat16: the packed engines cast inside the call, the per-token kernel reads it as it is),
+    with the problem's activation: applied by the per-token kernel, after the packed ones."""
 
     def build(problem: Problem) -> Runner:
         o = _linear_operands(replace(problem, dtype="float32"))
         weights = (*_int8_weights(kernel, o.weight), o.bias)
         x = o.x.to(getattr(torch, problem.dtype))
-        return Runner(lambda w: _int8_apply(kernel, x, *w), weights)
+        if kernel == "int8_per_token":
+            return Runner(lambda w: per_token_int8.per_token_int8_linear(x, w[0], w[1], w[2], o.activation), weights)
+        act = _ACTIVATIONS[o.activation]
+        return Runner(lambda w: act(_int8_apply(kernel, x, *w)), weights)
 
     return build
+
+
+def _linear_left(problem: Problem) -> Runner:
+    """The Linear an int8 query leaves as it is, as the oneDNN fusion that follows would run it
+    (its activation fused) where this torch has oneDNN's linear, else in ATen."""
+    if hardware.onednn_linear_available():
+        return _onednn_linear(fused=True)(problem)
+    return _aten_linear(problem)
 
 
 def _float32_linear(problem: Problem) -> Runner:
@@ -368,8 +381,8 @@ register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_lin
 register("conv2d", "aten", _always, _conv(fused=None))
 register("conv2d", "onednn", hardware.onednn_conv_available, _conv(fused=False))
 register("conv2d", "onednn_fused", hardware.onednn_conv_available, _conv(fused=True))
-register("int8_linear", "float32", _always, _aten_linear)
-register("int8_linear", "bfloat16", _always, _aten_linear)  # the Linear left to a bfloat16 lowering
+register("int8_linear", "float32", _always, _linear_left)
+register("int8_linear", "bfloat16", _always, _linear_left)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))
 for _engine in dynamic_int8.ENGINES:
     _name = f"int8_{_engine}"
