@@ -17,6 +17,7 @@
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
+#include "passes/move_activation_before_reshape.h"
 #include "passes/quantize_linears_int8.h"
 #include "passes/quantize_linears_weight_only.h"
 #include "passes/recognize_linears.h"
@@ -101,6 +102,10 @@ const std::vector<PassInfo>& all_passes() {
        "GELU's tanh approximation written out in elementwise ops (gelu_new) becomes one gelu "
        "call",
        true, make_plain<FuseTanhGelu>},
+      {"MoveActivationBeforeReshape",
+       "an activation reading a reshape of a Linear's result runs before the reshape, right "
+       "after the Linear",
+       true, make_plain<MoveActivationBeforeReshape>},
       {"ChangeActivation", "every activation of one kind becomes another (source -> target)", false,
        [](const Dict& o) {
          return std::make_unique<ChangeActivation>(string_option(o, "source"),

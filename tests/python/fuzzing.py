@@ -53,6 +53,7 @@ from fxopt.optimization import (
     FuseConvActivationOneDnn,
     FuseLinearActivationOneDnn,
     FuseTanhGelu,
+    MoveActivationBeforeReshape,
     GeluToTanhApproximation,
     MergeLinears,
     RecognizeLinears,
@@ -71,6 +72,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseBatchNormInConv()": FuseBatchNormInConv,
     "FoldPadInConv()": FoldPadInConv,
     "FuseTanhGelu()": FuseTanhGelu,
+    "MoveActivationBeforeReshape()": MoveActivationBeforeReshape,
     "FuseBatchNorm1dInLinear()": FuseBatchNorm1dInLinear,
     "RemoveNoOps()": RemoveNoOps,
     "EliminateCommonSubexpressions()": EliminateCommonSubexpressions,
@@ -188,7 +190,9 @@ def generate(seed: int, dense: bool | None = None) -> Case:
     for _ in range(rng.randint(2, 9)):
         a = pick()
         v = new("v")
-        op = rng.choice(["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn"])
+        op = rng.choice(
+            ["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn", "conv1d"]
+        )
         if op == "weighted":
             m, out = new("m"), rng.choice([4, 6, 8])
             bias = rng.random() < 0.7
@@ -225,6 +229,14 @@ def generate(seed: int, dense: bool | None = None) -> Case:
             case.init.extend(ties)
             case.body.append(f"{v} = " + " + ".join(parts))
             width[v] = 4
+        elif op == "conv1d" and case.dense:
+            # A Linear whose result is viewed before its activation, as GPT-2's Conv1D and MLP.
+            m, out = new("m"), rng.choice([4, 8])
+            case.init.append(f"{m} = torch.nn.Linear({width[a]}, {out}, bias={rng.random() < 0.7})")
+            f = rng.choice(["relu", "gelu", "silu"])
+            view = rng.choice(["view(-1, {o})", "reshape(3, {o})", "view(3, -1)"]).format(o=out)
+            case.body.append(f"{v} = F.{f}(self.{m}({a}).{view})")
+            width[v] = out
         elif op == "attn" and case.dense:
             # Self-attention over the rows, one head of 16 (ChooseAttentionKernel's, in bfloat16).
             m = new("m")

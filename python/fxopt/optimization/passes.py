@@ -315,6 +315,19 @@ class FuseTanhGelu(BuiltinTransformation):
     """
 
 
+class MoveActivationBeforeReshape(BuiltinTransformation):
+    """An activation reading a reshape of a Linear's result runs on the Linear's result, before
+    the reshape.
+
+    Computation-preserving (an elementwise op commutes with a reshape: the same bits) and
+    reversible. GPT-2's Conv1D views its product back to [batch, seq, features] with sizes a
+    Dynamo graph computes at run time, so the GELU reads a view, not the Linear; moved before
+    the view it is the Linear's only reader, which ``FuseLinearActivationOneDnn`` and
+    ``QuantizeLinearsInt8``'s per-token kernel then apply inside the Linear's call. Conditions
+    in cpp/passes/move_activation_before_reshape.h.
+    """
+
+
 class ChooseAttentionKernel(BuiltinTransformation):
     """A bfloat16 ``scaled_dot_product_attention`` runs fxopt's attention kernel where that
     measured faster.
