@@ -16,6 +16,8 @@ Variants (`--variants`):
   sync back, lint and recompile).
 * fxopt-fast-sdpa: `fast` without `ChooseAttentionKernel` (an ablation: attention through ATen's
   SDPA, not fxopt's bfloat16 kernel).
+* fxopt-fast-viewed: `fast` without `MoveActivationBeforeReshape` (an ablation: an activation
+  behind a view of its Linear, GPT-2's GELU, stays out of the Linear's call).
 * fxopt-fast-export: `fast` on the graph `fxopt.trace(mode="export")` makes (torch.export,
   ATen ops) instead of `auto`'s (Dynamo for transformers models): the same passes, a trace a
   third as long.
@@ -25,7 +27,7 @@ Variants (`--variants`):
   also checked on every held-out sentence; the timed inputs are held-out sentences), the timed
   generated inputs for random-weight models. Calibration counts as preparation.
 * fxopt-int8, fxopt-int8-cal: `default` with the opt-in `QuantizeLinearsInt8` on every Linear
-  where an int8 kernel beats float32 (per-token chain, oneDNN or fbgemm packed GEMMs, measured),
+  where an int8 kernel beats float32 (per-token kernel, oneDNN or fbgemm packed GEMMs, measured),
   or calibrated as above to cosine >= 0.999; fxopt-int8-smooth-cal: `SmoothLinearInputs`
   calibrated on the same inputs first (SmoothQuant factors for Linears with outlier channels).
 * compile, compile-freezing, compile-cudagraphs: `torch.compile` (inductor), plain, with
@@ -477,6 +479,9 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False, gpu=True),
     "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False, gpu=True),
     "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), False),
+    "fxopt-fast-viewed": VariantSpec(
+        fxopt_preparer(preset_passes("fast", without="MoveActivationBeforeReshape")), False
+    ),
     "fxopt-fast-export": VariantSpec(fxopt_preparer(preset_passes("fast"), mode="export"), False),
     "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), False),
     "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
