@@ -54,13 +54,15 @@ def per_token_int8_linear(
         token_scales = torch.empty(rows)
         _core.quantize_rows_int8(flat.data_ptr(), bfloat16, rows, k, q.data_ptr(), token_scales.data_ptr(), threads)
         product = torch._int_mm(q, values.contiguous())
+        # Held in names while the kernel reads their addresses.
+        scales = scales.contiguous()
         bias = None if bias is None else bias.float().contiguous()
         _core.dequantize_rows_int32(
             product.data_ptr(),
             rows,
             n,
             token_scales.data_ptr(),
-            scales.contiguous().data_ptr(),
+            scales.data_ptr(),
             0 if bias is None else bias.data_ptr(),
             y.data_ptr(),
             bfloat16,
