@@ -212,7 +212,9 @@ class GraphLowering {
     if (!node->dtype().empty() && !is_float(node->dtype())) return Precision::NotFloat;
     if (follows_first_operand(*node)) {
       Node* x = node->args().at(0).node();
-      return x ? state_.at(x) : Precision::Unknown;
+      if (!x) return Precision::Unknown;
+      if (state_.at(x) == Precision::Low && read_by_output_only(*node)) return widen_input(node, x);
+      return state_.at(x);
     }
     if (std::string_view named = explicit_result_dtype(program_, *node); !named.empty()) {
       if (!kept_dtype(*node, named)) return of_dtype(named);
@@ -264,6 +266,26 @@ class GraphLowering {
     };
     node.for_each_input(see);
     return all;
+  }
+
+  static bool read_by_output_only(const Node& node) {
+    return std::ranges::all_of(node.users(),
+                               [](const Node* user) { return user->kind() == NodeKind::Output; });
+  }
+
+  // An int8 Linear whose result is a graph output (GPT-2's [tokens, 50257] logits) reads its
+  // input cast back up instead: its result is then already in the output's dtype, where a
+  // lowered result would be cast down inside the call and back up at the output, two passes over
+  // the widest tensor of the graph for one over its input.
+  Precision widen_input(Node* node, Node* x) {
+    const Arg* full = full_objects_.find(full_dtype_);
+    if (!full) throw PassError(*node, "no dtype object given for " + full_dtype_);
+    Node* cast = insert_cast(rewriter_, node, x, *full, aten_);
+    state_[cast] = Precision::Full;
+    changed(cast, "cast");
+    auto [args, kwargs] = with_operand(*node, 0, "x", Arg(cast));
+    rewriter_.set_inputs(node, std::move(args), std::move(kwargs));
+    return Precision::Full;
   }
 
   void cast_operands(Node* node, const std::vector<Node*>& operands) {

@@ -17,6 +17,10 @@
 // bfloat16.
 // Reverse points the op back at its original module or attributes, which the forward pass
 // never touched, so the original weights come back bit for bit; the casts are removed.
+// fxopt's int8 Linears (ops/dtype_flow.h follows_first_operand) compute in their input's
+// dtype, so the lowering passes through them; one whose result is a graph output reads its
+// input cast back up instead (its result, GPT-2's [tokens, vocabulary] logits, then needs no
+// cast down inside the call and back up at the output).
 // Options: "dtype" ("float16" | "bfloat16") and "dtype_object", the torch.dtype itself as an
 // opaque value the casts pass to torch.
 #pragma once

@@ -21,9 +21,11 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
     return n;
   }
   // fxopt's int8 Linears compute in their input's dtype: the lowering passes through them
-  // without casts, leaves the tensors only they read besides x (the int8 weight's scales, the
-  // bias) in float32, and casts their lowered result back at the graph's output.
-  void expect_int8_linear_follows_its_input(const char* target) {
+  // without casts and leaves the tensors only they read besides x (the int8 weight's scales, the
+  // bias) in float32. One whose result is a graph output reads its input cast back up instead,
+  // so its result needs no cast (`output_only`); otherwise the lowered value after it is cast
+  // back at the output.
+  void expect_int8_linear_follows_its_input(const char* target, bool output_only) {
     attribute("fc.weight", {4, 4});
     attribute("q.scale", {4});
     attribute("q.bias", {4});
@@ -33,8 +35,9 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
     Node* scale = b.attr("q_scale", "q.scale");
     Node* bias = b.attr("q_bias", "q.bias");
     Node* int8 = b.call("int8_linear", target, {fc, values, scale, bias});
-    b.output(int8);
-    for (Node* n : {x, fc, int8}) program.graph.set_value_info(n, "float32", {4, 4});
+    Node* result = output_only ? int8 : b.call("relu", "aten.relu.default", {int8});
+    b.output(result);
+    for (Node* n : {x, fc, int8, result}) program.graph.set_value_info(n, "float32", {4, 4});
     program.dtype_opaques[9] = "float32";
     auto graph_before = structure();
 
@@ -44,10 +47,15 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
     run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
     EXPECT_EQ(scale->target().str(), "q.scale");  // not lowered
     EXPECT_EQ(bias->target().str(), "q.bias");
-    EXPECT_EQ(int8->args()[0], Arg(fc));  // the lowered Linear's result, as it is
     Node* out = program.graph.last()->args()[0].node();
     ASSERT_NE(out, nullptr);
-    EXPECT_EQ(out->args(), (Args{int8, Opaque{9}}));  // lowered: cast back at the output
+    if (output_only) {
+      EXPECT_EQ(int8->args()[0].node()->args(), (Args{fc, Opaque{9}}));  // its input, cast up
+      EXPECT_EQ(out, int8);                                              // no cast back
+    } else {
+      EXPECT_EQ(int8->args()[0], Arg(fc));                // the lowered Linear's result, as it is
+      EXPECT_EQ(out->args(), (Args{result, Opaque{9}}));  // lowered: cast back at the output
+    }
     EXPECT_TRUE(program.graph.lint().empty());
 
     run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
@@ -160,11 +168,15 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
 }
 
 TEST_F(ChangePrecisionTest, PerTokenInt8LinearFollowsItsInputAndKeepsItsScales) {
-  expect_int8_linear_follows_its_input("fxopt.runtime.per_token_int8.per_token_int8_linear");
+  expect_int8_linear_follows_its_input("fxopt.runtime.per_token_int8.per_token_int8_linear", false);
 }
 
 TEST_F(ChangePrecisionTest, PackedInt8LinearFollowsItsInputAndKeepsItsScales) {
-  expect_int8_linear_follows_its_input("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+  expect_int8_linear_follows_its_input("fxopt.runtime.dynamic_int8.dynamic_int8_linear", false);
+}
+
+TEST_F(ChangePrecisionTest, AnInt8LinearThatIsAnOutputReadsItsInputCastUp) {
+  expect_int8_linear_follows_its_input("fxopt.runtime.dynamic_int8.dynamic_int8_linear", true);
 }
 
 TEST_F(ChangePrecisionTest, OnlyLowPrecisionTargets) {

@@ -135,3 +135,23 @@ def test_a_bfloat16_lowering_leaves_the_int8_linears_in_bfloat16_without_casts()
     assert 0.99 < cosine < 1.0
     restored = int8(lowering(lowered, reverse=True), reverse=True)
     assert torch.equal(restored(x), expected)
+
+
+@pytest.mark.skipif(not hardware.bfloat16_native(torch.device("cpu")), reason="the lowering needs native bfloat16 here")
+def test_an_int8_linear_that_is_an_output_computes_it_in_float32() -> None:
+    """GPT-2's logits: no lowering of the widest tensor only to cast it back at the output."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), nn.Linear(64, 200)).eval()
+    x = torch.randn(2, 9, 64)
+    gm = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    expected = gm(x)
+    with fxopt.tuning.pinned(int8_linear="int8_per_token"):
+        int8 = QuantizeLinearsInt8()
+        lowered = ChangePrecision(dtype=torch.bfloat16)(int8(copy.deepcopy(gm)))
+    head = [n for n in lowered.graph.nodes if n.target is per_token_int8_linear][-1]
+    assert head.args[0].op == "call_method" and head.args[0].args[1:] == (torch.float32,)
+    assert [u.op for u in head.users] == ["output"]  # read as it is: no cast back
+    y = lowered(x)
+    assert y.dtype == torch.float32
+    cosine = torch.nn.functional.cosine_similarity(y.flatten(), expected.flatten(), dim=0).item()
+    assert 0.99 < cosine < 1.0
