@@ -41,18 +41,6 @@ PrefillAttention prefill_shape(const std::vector<int64_t>& sizes,
   return s;
 }
 
-Activation activation_named(const std::string& name) {
-  static const std::pair<const char*, Activation> kNames[] = {{"none", Activation::None},
-                                                              {"relu", Activation::Relu},
-                                                              {"gelu", Activation::Gelu},
-                                                              {"gelu_tanh", Activation::GeluTanh},
-                                                              {"silu", Activation::Silu}};
-  for (const auto& [known, activation] : kNames)
-    if (name == known) return activation;
-  throw std::invalid_argument("dequantize_rows_int32: no activation '" + name +
-                              "' (none, relu, gelu, gelu_tanh, silu)");
-}
-
 }  // namespace
 
 // Addresses, not tensors: the engine has no torch headers, and converting four tensors through

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "kernels/avx512_exp.h"
 #include "kernels/bfloat16.h"
@@ -194,6 +197,19 @@ FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* 
 #endif
 
 }  // namespace
+
+Activation activation_named(std::string_view name) {
+  static constexpr std::pair<std::string_view, Activation> kNames[] = {
+      {"none", Activation::None},
+      {"relu", Activation::Relu},
+      {"gelu", Activation::Gelu},
+      {"gelu_tanh", Activation::GeluTanh},
+      {"silu", Activation::Silu}};
+  for (const auto& [known, activation] : kNames)
+    if (name == known) return activation;
+  throw std::invalid_argument("dequantize_rows_int32: no activation '" + std::string(name) +
+                              "' (none, relu, gelu, gelu_tanh, silu)");
+}
 
 void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
                         float* scales, int threads) {

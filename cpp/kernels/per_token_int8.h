@@ -23,11 +23,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace fxopt {
 
 enum class RowDtype { Float32, Bfloat16 };
 enum class Activation { None, Relu, Gelu, GeluTanh, Silu };
+// The activation by the name ops/activation.h gives it ("none", "relu", "gelu", "gelu_tanh",
+// "silu"); throws std::invalid_argument for any other.
+Activation activation_named(std::string_view name);
 
 // x [rows, k] contiguous in `dtype`; q [rows, k] and scales [rows] are written.
 void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,

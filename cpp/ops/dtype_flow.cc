@@ -7,6 +7,7 @@
 #include "ops/conv.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
+#include "ops/targets.h"
 
 namespace fxopt {
 namespace {
@@ -61,10 +62,8 @@ bool needs_matching_float_operands(const Program& program, const Node& node) {
 }
 
 bool follows_first_operand(const Node& node) {
-  if (node.kind() != NodeKind::CallFunction) return false;
-  const std::string& target = node.target().str();
-  return target == "fxopt.runtime.dynamic_int8.dynamic_int8_linear" ||
-         target == "fxopt.runtime.per_token_int8.per_token_int8_linear";
+  return node.is(NodeKind::CallFunction, targets::kDynamicInt8Linear) ||
+         node.is(NodeKind::CallFunction, targets::kPerTokenInt8Linear);
 }
 
 std::string_view explicit_result_dtype(const Program& program, const Node& node) {

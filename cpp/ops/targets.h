@@ -42,4 +42,11 @@ inline const Symbol kOnednnLinearPointwise =
 inline const Symbol kPrefillAttentionBf16 =
     Symbol::intern("fxopt.runtime.prefill_attention.attention_bf16");
 
+// QuantizeLinearsInt8's calls: fxopt's per-token int8 Linear and torch's packed int8 GEMMs
+// (python/fxopt/runtime/per_token_int8.py, dynamic_int8.py).
+inline const Symbol kPerTokenInt8Linear =
+    Symbol::intern("fxopt.runtime.per_token_int8.per_token_int8_linear");
+inline const Symbol kDynamicInt8Linear =
+    Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+
 }  // namespace fxopt::targets

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/targets.h"
 #include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
@@ -16,11 +17,8 @@
 namespace fxopt {
 namespace {
 
-// fxopt's per-token int8 Linear and the Python function that runs torch's packed int8 GEMMs
-// (python/fxopt/runtime/per_token_int8.py, dynamic_int8.py).
-const Symbol kPerTokenInt8Linear =
-    Symbol::intern("fxopt.runtime.per_token_int8.per_token_int8_linear");
-const Symbol kDynamicInt8Linear = Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+using targets::kDynamicInt8Linear;
+using targets::kPerTokenInt8Linear;
 const char* const kPerToken = "int8_per_token";
 const char* const kOneDnn = "int8_onednn";
 const char* const kFbgemm = "int8_fbgemm";

@@ -107,15 +107,9 @@ Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p)
         acc[i * n + j] += int32_t(q[i * k + p]) * int32_t(wv[p * n + j]);
-  Activation activation = Activation::None;
-  if (node.args().size() > 4) {
-    const std::string& name = node.args()[4].as<std::string>();
-    activation = name == "gelu"        ? Activation::Gelu
-                 : name == "gelu_tanh" ? Activation::GeluTanh
-                 : name == "relu"      ? Activation::Relu
-                 : name == "silu"      ? Activation::Silu
-                                       : throw std::invalid_argument("activation " + name);
-  }
+  Activation activation = node.args().size() > 4
+                              ? activation_named(node.args()[4].as<std::string>())
+                              : Activation::None;
   dequantize_rows_int32(acc.data(), rows, n, token_scales.data(), col_scales.data(),
                         bias ? b.data() : nullptr, y.data(), RowDtype::Float32, 1, activation);
   std::vector<int64_t> shape = x.shape;
