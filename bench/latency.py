@@ -24,8 +24,10 @@ Variants (`--variants`):
 * fxopt-fast-cal: `fast` with calibration inputs (`fxopt.optimize(..., calibration=)`): int8
   Linears where their kernel beats the Linear fast would run (bfloat16 where native) and the
   bound holds. Calibration inputs: the calibration sentences for the real MiniLM (the bound
-  also checked on every held-out sentence; the timed inputs are held-out sentences), the timed
-  generated inputs for random-weight models. Calibration counts as preparation.
+  also checked on every held-out sentence; the timed inputs are held-out sentences), for
+  random-weight models two other generated batches (calibrated on one, checked on the other;
+  the timed inputs are a third). `fast` calibrates convolutions too (`QuantizeConvsInt8`:
+  scales from the calibration batch). Calibration counts as preparation.
 * fxopt-int8, fxopt-int8-cal: `default` with the opt-in `QuantizeLinearsInt8` on every Linear
   where an int8 kernel beats float32 (per-token kernel, oneDNN or fbgemm packed GEMMs, measured),
   or calibrated as above to cosine >= 0.999; fxopt-int8-smooth-cal: `SmoothLinearInputs`
@@ -255,13 +257,28 @@ def preset_passes(preset: str, without: str = "") -> Callable[[Subject, GraphMod
     )
 
 
+def _generated_like(inputs: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
+    """Other generated inputs of the same sizes: normal floats (pixels), token ids drawn from
+    the same range; masks as they are."""
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, t in inputs.items():
+        if t.is_floating_point():
+            out[name] = torch.randn(t.shape, generator=generator, dtype=t.dtype)
+        elif name.endswith("_ids"):
+            out[name] = torch.randint(0, int(t.max()) + 1, t.shape, generator=generator, dtype=t.dtype)
+        else:
+            out[name] = t
+    return out
+
+
 def calibration(subject: Subject) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
     """What calibrating variants calibrate on: for a model with real text, the sentences
     (`sentences.calibration_for`: in batches of the timed batch size, which the graph is traced
-    for); else the generated inputs it is timed on (so its bound holds on those only: say so
-    next to its accuracy)."""
+    for); else other generated inputs than the timed ones, one batch to calibrate on and one
+    held out (the timed inputs' cosine is then a check on inputs calibration never saw)."""
     if not subject.real_text:
-        return subject.inputs, []
+        return _generated_like(subject.inputs, 1), [_generated_like(subject.inputs, 2)]
     return sentences.calibration_for(subject.inputs)
 
 

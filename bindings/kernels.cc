@@ -14,6 +14,7 @@
 #include "kernels/int8_weight_mm.h"
 #include "kernels/per_token_int8.h"
 #include "kernels/prefill_attention.h"
+#include "kernels/quantize_u8.h"
 
 namespace nb = nanobind;
 
@@ -105,6 +106,19 @@ void bind_kernels(nb::module_& m) {
       "q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if "
       "`bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data "
       "addresses of contiguous arrays.");
+  m.def(
+      "quantize_u8",
+      [](uintptr_t x, bool bfloat16, int64_t count, float inverse_scale, int32_t zero_point,
+         uintptr_t q, int threads) {
+        quantize_u8(at<const void>(x), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32, count,
+                    inverse_scale, zero_point, at<uint8_t>(q), threads);
+      },
+      nb::arg("x"), nb::arg("bfloat16"), nb::arg("count"), nb::arg("inverse_scale"),
+      nb::arg("zero_point"), nb::arg("q"), nb::arg("threads"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] "
+      "(float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses "
+      "of contiguous arrays.");
   m.def(
       "dequantize_rows_int32",
       [](uintptr_t acc, int64_t rows, int64_t n, uintptr_t row_scales, uintptr_t col_scales,

@@ -23,7 +23,8 @@ bool is_float(std::string_view dtype);
 // True if the op fails, rather than promotes, when its floating operands differ in dtype.
 bool needs_matching_float_operands(const Program& program, const Node& node);
 // True if the op's result has its first operand's dtype and its other floating operands are
-// read as float32 whatever the activations' dtype (runtime/per_token_int8.py, dynamic_int8.py).
+// read as float32 whatever the activations' dtype, or, a residual, in any float dtype
+// (runtime/per_token_int8.py, dynamic_int8.py, static_int8_conv.py).
 bool follows_first_operand(const Node& node);
 // The dtype the op's result is said to have by the op itself; empty when it follows its inputs.
 std::string_view explicit_result_dtype(const Program& program, const Node& node);

@@ -48,5 +48,8 @@ inline const Symbol kPerTokenInt8Linear =
     Symbol::intern("fxopt.runtime.per_token_int8.per_token_int8_linear");
 inline const Symbol kDynamicInt8Linear =
     Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+// QuantizeConvsInt8's call: oneDNN's int8 convolution on activations quantized with calibrated
+// scales (python/fxopt/runtime/static_int8_conv.py).
+inline const Symbol kInt8Conv2d = Symbol::intern("fxopt.runtime.static_int8_conv.int8_conv2d");
 
 }  // namespace fxopt::targets

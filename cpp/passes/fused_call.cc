@@ -36,14 +36,25 @@ Arg stored_tensor_operand(Rewriter& rewriter, const StoredParams& params, Node* 
 
 void restore_fused_chain(PassContext& ctx, Node* call, const RecordReader& record,
                          std::span<Node* const> inputs,
-                         std::initializer_list<size_t> tensor_operands) {
+                         std::initializer_list<size_t> tensor_operands,
+                         std::initializer_list<size_t> created_operands) {
   Rewriter& rewriter = ctx.rewriter;
   std::vector<Node*> rebuilt = rebuild_nodes(rewriter, call, record.get(kNodes), inputs);
   std::vector<Node*> reads;
+  std::vector<Symbol> created;
   for (size_t i : tensor_operands)
     if (Node* read = call->args()[i].node()) reads.push_back(read);
+  for (size_t i : created_operands)
+    if (Node* read = call->args()[i].node()) {
+      reads.push_back(read);
+      created.push_back(read->target());
+    }
   rewriter.replace_and_erase(call, rebuilt.back());
   for (Node* read : reads) rewriter.erase_if_unused_read(read);
+  for (const Symbol& path : created)
+    if (rewriter.program().attributes.contains(path.str()) &&
+        rewriter.graph().find(NodeKind::GetAttr, path).empty())
+      rewriter.remove_attribute(path.str());
   ctx.restored(rebuilt.back());
 }
 

@@ -21,9 +21,11 @@ Node* replace_by_fused_call(PassContext& ctx, const std::vector<Node*>& chain, A
 Arg stored_tensor_operand(Rewriter& rewriter, const StoredParams& params, Node* anchor,
                           std::string_view name);
 // Rebuilds the chain `call` replaced; `inputs` are the chain's captured inputs, as the call
-// reads them now. The operands at `tensor_operands` are get_attr reads, erased if unused.
+// reads them now. The operands at `tensor_operands` are get_attr reads, erased if unused; those
+// at `created_operands` read tensors the pass stored, removed too once nothing reads them.
 void restore_fused_chain(PassContext& ctx, Node* call, const RecordReader& record,
                          std::span<Node* const> inputs,
-                         std::initializer_list<size_t> tensor_operands);
+                         std::initializer_list<size_t> tensor_operands,
+                         std::initializer_list<size_t> created_operands = {});
 
 }  // namespace fxopt

@@ -18,6 +18,7 @@
 #include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
 #include "passes/move_activation_before_reshape.h"
+#include "passes/quantize_convs_int8.h"
 #include "passes/quantize_linears_int8.h"
 #include "passes/quantize_linears_weight_only.h"
 #include "passes/recognize_linears.h"
@@ -141,6 +142,10 @@ const std::vector<PassInfo>& all_passes() {
        "float32 Linears become int8 matrix products with activations quantized at run time "
        "(per-token chain or torch's packed int8 GEMMs, measured; opt-in, CPU)",
        false, QuantizeLinearsInt8::from_options},
+      {"QuantizeConvsInt8",
+       "float32 2-D convolutions become oneDNN int8 convolutions on activations quantized with "
+       "calibrated scales (the residual add and activation after them fused; opt-in, CPU)",
+       false, QuantizeConvsInt8::from_options},
       {"QuantizeLinearsWeightOnly",
        "float32 Linears read an int8 copy of their weight (per-channel scales) through ATen's "
        "weight-only kernel; activations stay float (opt-in, CPU)",

@@ -1,6 +1,7 @@
 // Reference kernels for the batch-norm folding tests: (transposed) convolution and batch norm in
 // the module and ATen dialects, and getitem on the tuple-returning batch norms (whose kernel
 // returns the normalized tensor alone, so getitem 0 passes it through).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -198,6 +199,41 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
         }
         return onednn_post_op(in.ops(), y, node.args().at(8), node.args().at(9),
                               node.args().at(10));
+      });
+  // fxopt.runtime.static_int8_conv.int8_conv2d(x, values, scales, bias, stride, padding,
+  // dilation, groups, x_scale, x_zero_point, residual, attr, scalars, algorithm): x rounded to
+  // uint8 with the given scale and zero point (kernels/quantize_u8.h), the int8 weight scaled per
+  // output channel, then as conv_pointwise.
+  interpreter.add_kernel(
+      NodeKind::CallFunction, "fxopt.runtime.static_int8_conv.int8_conv2d",
+      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
+        auto& ops = in.ops();
+        const TensorInfo& x = tensor(args, 0);
+        const TensorInfo& values = tensor(args, 1);
+        double scale = *node.args().at(8).number();
+        double zero = double(*node.args().at(9).integer());
+        float inverse = float(1.0 / scale);
+        std::vector<double> xq = ops.values(x);
+        for (double& v : xq)
+          v = (std::clamp(std::nearbyint(float(v) * inverse) + zero, 0.0, 255.0) - zero) * scale;
+        std::vector<double> w = ops.values(values);
+        const std::vector<double>& channel_scales = ops.values(tensor(args, 2));
+        int64_t per_channel = int64_t(w.size()) / values.shape.at(0);
+        for (size_t i = 0; i < w.size(); ++i) w[i] *= channel_scales[i / per_channel];
+        size_t dims = x.shape.size() - 2;
+        ConvConfig c{per_dim(&node.args().at(4), dims, 1), per_dim(&node.args().at(5), dims, 0),
+                     per_dim(&node.args().at(6), dims, 1), Shape(dims, 0),
+                     *node.args().at(7).integer()};
+        TensorInfo y =
+            conv(ops, ops.make(x.shape, std::move(xq), x.dtype),
+                 ops.make(values.shape, std::move(w), x.dtype), optional_tensor(args, 3), c);
+        if (const TensorInfo* residual = optional_tensor(args, 10)) {
+          std::vector<double> sum = ops.values(y);
+          const std::vector<double>& r = ops.values(*residual);
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.at(i);
+          y = ops.make(y.shape, std::move(sum), y.dtype);
+        }
+        return onednn_post_op(ops, y, node.args().at(11), node.args().at(12), node.args().at(13));
       });
   for (const char* type : {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"})
     interpreter.add_kernel(

@@ -35,6 +35,7 @@ from fxopt.optimization.calibrated import CalibratedPass
 from fxopt.optimization import (
     FoldConstants,
     FoldPadInConv,
+    QuantizeConvsInt8,
     QuantizeLinearsInt8,
     SmoothLinearInputs,
     QuantizeLinearsWeightOnly,
@@ -90,6 +91,8 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
     "QuantizeLinearsInt8()": QuantizeLinearsInt8,
+    # Input scales from the case's own input, the fewest convolutions kept for cosine 0.999.
+    "QuantizeConvsInt8(calibrate=True)": lambda: QuantizeConvsInt8(calibrate=True),
     # Factors for every Linear whose input ranges differ at all, from the case's own input.
     "SmoothLinearInputs(calibrate=True)": lambda: SmoothLinearInputs(calibrate=True, spread=1.0),
     "QuantizeLinearsWeightOnly(torch.bfloat16)": lambda: QuantizeLinearsWeightOnly(torch.bfloat16),

@@ -30,7 +30,13 @@ from .compose import compose
 from .hardware import model_device
 from .presets import build_all, preset_passes
 
-UNSAVABLE = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "QuantizeLinearsInt8", "ChooseAttentionKernel")
+UNSAVABLE = (
+    "FuseLinearActivationOneDnn",
+    "FuseConvActivationOneDnn",
+    "QuantizeLinearsInt8",
+    "QuantizeConvsInt8",
+    "ChooseAttentionKernel",
+)
 """Passes whose output torch.export.save cannot write: oneDNN's fused linear takes an empty
 list of scalars, which torch's serializer refuses ("Empty list with type number nyi"); the
 packed convolutions and int8 Linears are Python functions (fxopt.runtime) holding weights

@@ -1,18 +1,20 @@
-"""What int8 calibration measures in a few forward runs: which Linears `QuantizeLinearsInt8`
-keeps in float, and `SmoothLinearInputs`' factors.
+"""What int8 calibration measures in a few forward runs: which Linears `QuantizeLinearsInt8` and
+which convolutions `QuantizeConvsInt8` keep in float, the convolutions' input scales, and
+`SmoothLinearInputs`' factors.
 
-Calibration runs the float graph in a torch.fx Interpreter that can stand an int8 Linear in
-for any Linear node: the very kernel the pass's kernel choice gave that Linear
-(`tuning.kernels.int8_linear`: per-token activation scales through aten._int_mm, or one scale
-per tensor through oneDNN's or fbgemm's packed GEMMs), with its weight quantized as the pass
-quantizes it. Which Linears run in int8 is a parameter of a run, so
-1. one run measures every Linear's own sensitivity (relative error of its int8 output against
+Calibration runs the float graph in a torch.fx Interpreter that can stand an int8 op in for any
+Linear or convolution node: the very kernel the pass gives that node (for a Linear the one its
+kernel choice picked, `tuning.kernels.int8_linear`: per-token activation scales through
+aten._int_mm, or one scale per tensor through oneDNN's or fbgemm's packed GEMMs; for a
+convolution oneDNN's int8 convolution with the calibrated input scale), with its weight
+quantized as the pass quantizes it. Which nodes run in int8 is a parameter of a run, so
+1. one run measures every node's own sensitivity (relative error of its int8 output against
    its float output, on the float model's activations) and the reference outputs;
-2. each step of a bisection over how many of the most sensitive Linears to keep is one more
-   run, with every other Linear in int8, compared with the reference (minimum cosine over the
-   float outputs).
+2. each step of a bisection over how many of the most sensitive nodes to keep is one more run,
+   with every other node in int8, compared with the reference (minimum cosine over the float
+   outputs).
 No transformed copy of the model is made until the answer is known: BERT-base took 117 s with a
-transformed deep copy per Linear, this takes a forward pass per step (about log2(#Linears) + 2).
+transformed deep copy per Linear, this takes a forward pass per step (about log2(#nodes) + 2).
 """
 
 from __future__ import annotations
@@ -26,13 +28,19 @@ import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from torch.fx import GraphModule, Interpreter, Node
 
+from ..runtime import static_int8_conv
 from ..tracing.dummy_inputs import Inputs, split_inputs
 from ..tuning import kernels
 from ..verification.verify import cosine_similarity
 
 _FUNCTIONAL_LINEARS = (F.linear, torch._C._nn.linear, torch.ops.aten.linear.default)
+_FUNCTIONAL_CONVS = (F.conv2d, torch.conv2d, torch.ops.aten.conv2d.default)
 
-Int8Linear = Callable[[torch.Tensor], torch.Tensor]
+Int8Op = Callable[[torch.Tensor], torch.Tensor]
+StandInOperands = tuple[torch.Tensor, Callable[[], Int8Op]] | None
+StandIn = Callable[[Interpreter, Node], StandInOperands]
+"""For a node about to run: its input and how to make its int8 op (called once per calibration),
+or None if the node is in no form read here."""
 
 
 def _linear_operands(
@@ -51,21 +59,134 @@ def _linear_operands(
     return None
 
 
+def linear_stand_in(kernel_of: Mapping[str, str]) -> StandIn:
+    """Each Linear node's int8 Linear with the kernel `kernel_of` names for it."""
+
+    def stand_in(interpreter: Interpreter, n: Node) -> StandInOperands:
+        operands = _linear_operands(interpreter, n)
+        if operands is None:
+            return None
+        x, weight, bias = operands
+        return x, lambda: kernels.int8_linear(kernel_of[n.name], weight, bias)
+
+    return stand_in
+
+
+def _pair(value: Any) -> list[int]:
+    return [int(value)] * 2 if isinstance(value, int) else [int(v) for v in value]
+
+
+Geometry = tuple[list[int], list[int], list[int], int]
+"""A convolution's stride, padding, dilation and groups."""
+
+
+def _conv_operands(
+    interpreter: Interpreter, n: Node
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, Geometry] | None:
+    """x, weight, bias and geometry of a 2-D convolution node about to run, with zero padding
+    given as numbers, or None."""
+    args, kwargs = interpreter.fetch_args_kwargs_from_env(n)
+    if n.op == "call_module":
+        m = interpreter.fetch_attr(str(n.target))
+        if not isinstance(m, torch.nn.Conv2d) or m.padding_mode != "zeros" or isinstance(m.padding, str):
+            return None
+        return args[0], m.weight, m.bias, (_pair(m.stride), _pair(m.padding), _pair(m.dilation), m.groups)
+    if n.op == "call_function" and n.target in _FUNCTIONAL_CONVS:
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+        defaults: tuple[Any, ...] = (None, None, None, 1, 0, 1, 1)
+        x, weight, bias, stride, padding, dilation, groups = (
+            args[i] if i < len(args) else kwargs.get(name, default)
+            for i, (name, default) in enumerate(zip(names, defaults))
+        )
+        if isinstance(padding, str):
+            return None
+        return x, weight, bias, (_pair(stride), _pair(padding), _pair(dilation), int(groups))
+    return None
+
+
+def conv_stand_in(input_scales: Mapping[str, tuple[float, int]]) -> StandIn:
+    """Each convolution node's int8 convolution (static_int8_conv) with its calibrated input
+    scale and zero point, its weight quantized per output channel as QuantizeConvsInt8 does."""
+
+    def stand_in(interpreter: Interpreter, n: Node) -> StandInOperands:
+        operands = _conv_operands(interpreter, n)
+        if operands is None or operands[0].dim() != 4:
+            return None
+        x, weight, bias, geometry = operands
+
+        def make() -> Int8Op:
+            w = weight.detach().float()
+            scales = (w.abs().amax(dim=(1, 2, 3)) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+            values = torch.round(w / scales[:, None, None, None]).to(torch.int8)
+            scale, zero_point = input_scales[n.name]
+            stride, padding, dilation, groups = geometry
+            return lambda x: static_int8_conv.int8_conv2d(
+                x, values, scales, bias, stride, padding, dilation, groups, scale, zero_point, None, "none", [], None
+            )
+
+        return x, make
+
+    return stand_in
+
+
+def conv_input_nodes(gm: GraphModule, names: Iterable[str]) -> dict[str, Node]:
+    """The input node of each convolution node named (its first operand)."""
+    wanted = set(names)
+    return {n.name: n.args[0] for n in gm.graph.nodes if n.name in wanted and n.args and isinstance(n.args[0], Node)}
+
+
+class _InputExtremes(Interpreter):
+    """Runs the float graph, keeping the smallest and largest value of each named node's input."""
+
+    def __init__(self, gm: GraphModule, names: Iterable[str]) -> None:
+        super().__init__(gm)
+        self.inputs = conv_input_nodes(gm, names)
+        self.extremes: dict[str, tuple[float, float]] = {}
+
+    def run_node(self, n: Node) -> Any:
+        if n.name in self.inputs:
+            x = self.env[self.inputs[n.name]]
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+                low, high = float(x.min()), float(x.max())
+                if n.name in self.extremes:
+                    low, high = min(low, self.extremes[n.name][0]), max(high, self.extremes[n.name][1])
+                self.extremes[n.name] = (low, high)
+        return super().run_node(n)
+
+
+def input_scales(gm: GraphModule, names: Iterable[str], inputs: Sequence[Inputs]) -> dict[str, tuple[float, int]]:
+    """For each named convolution, the uint8 quantization of its input over `inputs` (one
+    forward run each): the range [min(low, 0), max(high, 0)] in 255 steps, the zero point where
+    0 falls (so zero padding stays exact)."""
+    run = _InputExtremes(gm, names)
+    with torch.no_grad():
+        for batch in inputs:
+            run.run(*_positional(gm, batch))
+    scales: dict[str, tuple[float, int]] = {}
+    for name, (low, high) in run.extremes.items():
+        low, high = min(low, 0.0), max(high, 0.0)
+        if not (high > low) or not all(map(lambda v: v == v and abs(v) != float("inf"), (low, high))):
+            continue
+        scale = (high - low) / 255
+        scales[name] = (scale, int(min(max(round(-low / scale), 0), 255)))
+    return scales
+
+
 class _Int8Simulation(Interpreter):
-    """Runs the float graph, standing int8 Linears in for the nodes in `simulated` and
-    recording, for every node in `measured`, its own relative int8 error. `int8` holds each
-    node's int8 Linear, made on first use (its weight quantized once per calibration)."""
+    """Runs the float graph, standing int8 ops in for the nodes in `simulated` and recording,
+    for every node in `measured`, its own relative int8 error. `int8` holds each node's int8
+    op, made on first use (its weight quantized once per calibration)."""
 
     def __init__(
         self,
         gm: GraphModule,
-        kernel_of: Mapping[str, str],
-        int8: dict[str, Int8Linear],
+        stand_in: StandIn,
+        int8: dict[str, Int8Op],
         simulated: Iterable[str] = (),
         measured: Iterable[str] = (),
     ) -> None:
         super().__init__(gm)
-        self.kernel_of = kernel_of
+        self.stand_in = stand_in
         self.int8 = int8
         self.simulated = set(simulated)
         self.measured = set(measured)
@@ -74,19 +195,18 @@ class _Int8Simulation(Interpreter):
     def run_node(self, n: Node) -> Any:
         if n.name not in self.simulated and n.name not in self.measured:
             return super().run_node(n)
-        operands = _linear_operands(self, n)
+        operands = self.stand_in(self, n)
         result = super().run_node(n)
-        if operands is None:  # a Linear spelled in a form not simulated here: left in float
+        if operands is None:  # a node spelled in a form not simulated here: left in float
             self.errors[n.name] = float("inf")
             return result
-        x, weight, bias = operands
+        x, make = operands
         if n.name not in self.int8:
-            self.int8[n.name] = kernels.int8_linear(self.kernel_of[n.name], weight, bias)
+            self.int8[n.name] = make()
         int8 = self.int8[n.name](x)
         if n.name in self.measured:
-            self.errors[n.name] = float((int8 - result).norm() / result.norm().clamp_min(1e-30))
+            self.errors[n.name] = float((int8.float() - result.float()).norm() / result.float().norm().clamp_min(1e-30))
         return int8 if n.name in self.simulated else result
-
 
 
 def _positional(gm: GraphModule, inputs: Inputs) -> list[Any]:
@@ -107,60 +227,61 @@ def _min_cosine(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> flo
 
 
 class Calibration:
-    """The int8 sensitivity of a graph's Linears on given inputs, and cosines of any mix.
+    """The int8 sensitivity of a graph's Linears or convolutions on given inputs, and cosines
+    of any mix.
 
-    `kernels` maps each Linear node that may go int8 to the kernel it gets
-    (``int8_per_token``, ``int8_onednn``, ``int8_fbgemm``)."""
+    `nodes` are the nodes that may go int8, `stand_in` makes their int8 ops
+    (:func:`linear_stand_in`, :func:`conv_stand_in`)."""
 
-    def __init__(self, gm: GraphModule, kernels: Mapping[str, str], inputs: Inputs) -> None:
+    def __init__(self, gm: GraphModule, nodes: Iterable[str], stand_in: StandIn, inputs: Inputs) -> None:
         self.gm = gm
-        self.kernels = dict(kernels)
-        self.linears = list(kernels)
+        self.stand_in = stand_in
+        self.nodes = list(nodes)
         self.inputs = _positional(gm, inputs)
-        self._int8: dict[str, Int8Linear] = {}
+        self._int8: dict[str, Int8Op] = {}
         with torch.no_grad():
-            run = self._run(measured=self.linears)
+            run = self._run(measured=self.nodes)
             self.reference = _float_leaves(run.run(*self.inputs))
         self.sensitivity = run.errors
         self.runs = 1
         self._references: dict[int, list[torch.Tensor]] = {}
 
     def by_sensitivity(self) -> list[str]:
-        """The Linears, most sensitive first."""
-        return sorted(self.linears, key=self.sensitivity.__getitem__, reverse=True)
+        """The nodes, most sensitive first."""
+        return sorted(self.nodes, key=self.sensitivity.__getitem__, reverse=True)
 
     def min_cosine(self, keep: Iterable[str], inputs: Inputs | None = None) -> float:
-        """Minimum cosine over the float outputs with every Linear but `keep` in int8, on the
+        """Minimum cosine over the float outputs with every node but `keep` in int8, on the
         calibration inputs or on other `inputs` (a held-out check)."""
         kept = set(keep)
-        simulated = [name for name in self.linears if name not in kept]
+        simulated = [name for name in self.nodes if name not in kept]
         args = self.inputs if inputs is None else _positional(self.gm, inputs)
         with torch.no_grad():
             if inputs is None:
                 reference = self.reference
             else:
                 if id(inputs) not in self._references:
-                    self._references[id(inputs)] = _float_leaves(self.gm(*args))
+                    self._references[id(inputs)] = _float_leaves(self._run().run(*args))
                 reference = self._references[id(inputs)]
             actual = _float_leaves(self._run(simulated=simulated).run(*args))
         self.runs += 1
         return _min_cosine(reference, actual)
 
     def _run(self, simulated: Iterable[str] = (), measured: Iterable[str] = ()) -> _Int8Simulation:
-        return _Int8Simulation(self.gm, self.kernels, self._int8, simulated, measured)
+        return _Int8Simulation(self.gm, self.stand_in, self._int8, simulated, measured)
 
 
 def fewest_kept(
     calibration: Calibration, min_cosine: float, held_out: Sequence[Inputs] = ()
 ) -> list[str]:
-    """The shortest prefix of the Linears by sensitivity that, kept in float32, keeps the
+    """The shortest prefix of the nodes by sensitivity that, kept in float, keeps the
     outputs at cosine >= `min_cosine` on the calibration inputs (bisection). If a held-out input
     then falls below the bound, the calibration's bound is tightened (its distance to 1 halved)
     and the bisection repeated, up to four times; then every Linear is kept."""
     ordered = calibration.by_sensitivity()
     target, kept = min_cosine, list[str]()
     for _ in range(5):
-        # A tighter bound never needs fewer Linears kept: search above the last answer.
+        # A tighter bound never needs fewer nodes kept: search above the last answer.
         kept = _bisect(calibration, ordered, target, len(kept))
         if all(calibration.min_cosine(kept, inputs) >= min_cosine for inputs in held_out):
             return kept

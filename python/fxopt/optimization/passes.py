@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -15,7 +15,14 @@ from ..runtime import dynamic_int8
 from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .calibrated import CalibratedPass
-from .int8_calibration import Calibration, fewest_kept, smoothing_factors
+from .int8_calibration import (
+    Calibration,
+    conv_stand_in,
+    fewest_kept,
+    input_scales,
+    linear_stand_in,
+    smoothing_factors,
+)
 from .sharing_copy import sharing_copy
 
 
@@ -523,7 +530,78 @@ def _fewest_kept(
     picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
     if not picked:
         return None
-    return fewest_kept(Calibration(graph_module, picked, inputs), min_cosine, held_out)
+    return fewest_kept(Calibration(graph_module, picked, linear_stand_in(picked), inputs), min_cosine, held_out)
+
+
+class QuantizeConvsInt8(CalibratedPass):
+    """Float32 2-D convolutions become oneDNN's int8 convolutions on activations quantized with
+    calibrated scales (static quantization).
+
+    Opt-in and not computation-preserving. Each weight is quantized once per output channel
+    (symmetric, ``max|W[o]| / 127``) and stored as int8 next to the original
+    (``<weight path>_int8`` and ``_int8_scale``); each convolution's input is quantized at run
+    time to uint8 with the scale and zero point in `input_scales` (node name -> (scale, zero
+    point)) by fxopt's kernel, and the residual add and the activation (ReLU; without an add
+    also ReLU6, hardswish, SiLU) that read only its result run in the same oneDNN call
+    (``fxopt.runtime.static_int8_conv``). The call returns its input's dtype, so a bfloat16
+    lowering that follows leaves it in bfloat16. Whether each convolution runs faster in int8
+    than as the float one it would be (`compare_with`: ``torch.bfloat16`` when a lowering
+    follows) is measured on this CPU (``fxopt.tuning``; the report lists the choices). Reverse
+    points the graph back at the untouched float convolutions, bit for bit.
+
+    ``calibrate=True`` computes the scales from the inputs of :meth:`calibrate_on` (the ``fast``
+    preset, when ``fxopt.optimize`` gets ``calibration=``): each input's range over the
+    calibration batch and the held-out ones, then, from the measured sensitivity of each
+    convolution, the fewest kept in float so that every float output keeps cosine >=
+    `min_cosine` on them (`int8_calibration`). Skipped, with the reason: convolutions without a
+    scale, those FuseConvActivationOneDnn skips, weights not float32 or not on the CPU.
+
+    Measured on a Zen 4 (VNNI, one thread, batch 1): int8 convolutions 1.4-1.8x faster than
+    oneDNN's bfloat16 ones at ResNet-50's sizes; all 53 of ResNet-50's in int8 kept cosine
+    0.99986 against float32. See ``docs/benchmarks.md``.
+    """
+
+    def __init__(
+        self,
+        input_scales: Mapping[str, tuple[float, int]] | None = None,
+        calibrate: bool = False,
+        min_cosine: float = 0.999,
+        compare_with: torch.dtype = torch.float32,
+    ) -> None:
+        if compare_with not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"QuantizeConvsInt8 compares with torch.float32 or torch.bfloat16, not {compare_with}")
+        self._input_scales = {name: (float(s), int(z)) for name, (s, z) in (input_scales or {}).items()}
+        self._choose_only = False  # calibration's probe for the kernel choices
+        self.calibrate = calibrate
+        self.min_cosine = min_cosine
+        self.compare_with = compare_with
+
+    @property
+    def input_scales(self) -> dict[str, tuple[float, int]]:
+        """The input quantization per convolution node: given, or what the last calibration chose
+        (convolutions kept in float have none)."""
+        return self._input_scales
+
+    def choose(self, graph_module: GraphModule, calibration: Inputs, held_out: Sequence[Inputs]) -> None:
+        probe = QuantizeConvsInt8(compare_with=self.compare_with)
+        probe._choose_only = True  # the choices only: no weight quantized
+        probe(sharing_copy(graph_module))
+        choices = probe.report.choices if probe.report else []
+        picked = [choice.node for choice in choices if choice.picked.startswith("int8_")]
+        scales = input_scales(graph_module, picked, [calibration])
+        if not scales:
+            self._input_scales = {}
+            return
+        run = Calibration(graph_module, list(scales), conv_stand_in(scales), calibration)
+        kept = set(fewest_kept(run, self.min_cosine, held_out))
+        self._input_scales = {name: scale for name, scale in scales.items() if name not in kept}
+
+    def core_options(self) -> dict[str, Any]:
+        return {
+            "input_scales": {name: [scale, zero] for name, (scale, zero) in self._input_scales.items()},
+            "compare_with": dtype_name(self.compare_with),
+            "choose_only": self._choose_only,
+        }
 
 
 def int8_kernel_available() -> bool:

@@ -25,6 +25,7 @@ from .. import _core
 from .. import optimization as optimization_module
 from . import hardware, passes
 from ..engine.tensor_ops import dtype_name
+from ..runtime import static_int8_conv
 from ..tracing.dummy_inputs import Inputs
 from .builtin import BuiltinTransformation
 from .calibrated import CalibratedPass
@@ -259,6 +260,12 @@ def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[st
             f"QuantizeLinearsInt8(calibrate=True, min_cosine={FAST_INT8_COSINE if lowered else FAST_COSINE}, "
             f"compare_with={'bfloat16' if lowered else 'float32'})"
         )
+    if device.type == "cpu" and static_int8_conv.available() and hardware.onednn_conv_available():
+        # Likewise for convolutions, with scales calibrated on the same inputs.
+        specs.append(
+            f"QuantizeConvsInt8(calibrate=True, min_cosine={FAST_INT8_COSINE if lowered else FAST_COSINE}, "
+            f"compare_with={'bfloat16' if lowered else 'float32'})"
+        )
     if lowered:
         # The attention kernel takes what the lowering leaves in bfloat16.
         specs += ["ChangePrecision(dtype=bfloat16)", *(["ChooseAttentionKernel"] if device.type == "cpu" else [])]
@@ -433,8 +440,8 @@ def warn_uncalibrated(name: str, device: torch.device | str = "cpu") -> None:
         return
     _warned_uncalibrated.add(name)
     warnings.warn(
-        f"preset '{name}' got no calibration inputs, so it put no Linear in int8 (int8 error "
-        "depends on real activations) and its accuracy was checked on generated inputs only; "
+        f"preset '{name}' got no calibration inputs, so it put no Linear or convolution in int8 "
+        "(int8 error depends on real activations) and its accuracy was checked on generated inputs only; "
         "pass calibration=<a real input batch> for int8 where it keeps the bound",
         PresetWarning,
         stacklevel=3,

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
-from ..runtime import dynamic_int8, onednn_conv, onednn_linear, per_token_int8
+from ..runtime import dynamic_int8, onednn_conv, onednn_linear, per_token_int8, static_int8_conv
 
 _WEIGHTS = TorchTensorOps()
 """Weights are quantized exactly as the passes have them quantized (the engine's TensorOps)."""
@@ -275,7 +275,7 @@ def _int8_weight_only(problem: Problem) -> Runner:
     return Runner(run, (values, scales.to(activations), o.bias))
 
 
-WHOLE_SHAPE_OPS = ("conv2d",)
+WHOLE_SHAPE_OPS = ("conv2d", "int8_conv2d")
 """Ops whose query shape lists every size of their input, not a token count (-1) and the rest."""
 
 
@@ -347,6 +347,34 @@ def _conv(fused: bool | None) -> Builder:
     return build
 
 
+def _conv_left(problem: Problem) -> Runner:
+    """A convolution QuantizeConvsInt8 leaves in float, as FuseConvActivationOneDnn then runs it
+    (ATen's where torch has no oneDNN convolution)."""
+    return _conv(fused=True if hardware.onednn_conv_available() else None)(problem)
+
+
+def _int8_conv(problem: Problem) -> Runner:
+    """QuantizeConvsInt8's call: the input quantized to uint8 at run time, the weight int8 per
+    output channel, the add and the activation in the same call."""
+    o = _conv_operands(problem)
+    weight = o.weight.float()
+    scales = (weight.abs().amax(dim=(1, 2, 3)) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    values = torch.round(weight / scales[:, None, None, None]).to(torch.int8)
+    bias = None if o.bias is None else o.bias.float()
+    low, high = min(float(o.x.min()), 0.0), max(float(o.x.max()), 0.0)
+    x_scale = (high - low) / 255 or 1.0
+    zero_point = round(-low / x_scale)
+    attr, scalars, algorithm = _POST_OPS.get(o.activation, ("none", [], None))
+
+    def run(w: Weights) -> torch.Tensor:
+        values, scales, bias = w
+        return static_int8_conv.int8_conv2d(
+            o.x, values, scales, bias, *o.geometry, x_scale, zero_point, o.residual, attr, scalars, algorithm
+        )
+
+    return Runner(run, (values, scales, bias))
+
+
 INT4_GROUP_SIZE = 32
 """int4 candidates are timed with this many columns per scale (the decode-int4 preset's): the
 query names the Linear's shape, not the pass's group size."""
@@ -381,6 +409,9 @@ register("linear", "onednn_fused", hardware.onednn_linear_available, _onednn_lin
 register("conv2d", "aten", _always, _conv(fused=None))
 register("conv2d", "onednn", hardware.onednn_conv_available, _conv(fused=False))
 register("conv2d", "onednn_fused", hardware.onednn_conv_available, _conv(fused=True))
+register("int8_conv2d", "float32", _always, _conv_left)
+register("int8_conv2d", "bfloat16", _always, _conv_left)  # the convolution left to a bfloat16 lowering
+register("int8_conv2d", "int8_onednn", static_int8_conv.available, _int8_conv)
 register("int8_linear", "float32", _always, _linear_left)
 register("int8_linear", "bfloat16", _always, _linear_left)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))

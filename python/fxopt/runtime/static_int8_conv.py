@@ -1,0 +1,126 @@
+"""The target of a convolution ``QuantizeConvsInt8`` put in int8 (cpp/passes/quantize_convs_int8.h).
+
+The pass stores each weight as int8 values with one scale per output channel and calibrates one
+scale and zero point for the convolution's input on real inputs (static quantization). Each call
+quantizes its input to uint8 with them (fxopt's kernel, kernels/quantize_u8.h: one pass, in the
+input's own dtype), runs oneDNN's int8 convolution (``onednn.qconv2d_pointwise``: VNNI or AMX
+code where the CPU has it) on the weight packed once for this input size and scale (`packing.py`),
+with the residual add and the activation as post-ops, and returns the input's dtype: in a graph
+lowered to bfloat16 it reads and writes bfloat16 (ChangePrecision leaves it in its input's
+dtype, cpp/ops/dtype_flow.h), its scales and bias float32.
+
+oneDNN adds the residual into its operand in place; the call adds into a copy, so the graph's
+value is never written. Inference only: the result has no autograd history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .. import _core
+from .packing import PackCache
+from . import graph_leaf
+
+_KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def available() -> bool:
+    """Whether this torch has oneDNN's int8 convolution with its residual form."""
+    onednn = getattr(torch.ops, "onednn", None)
+    try:
+        return onednn is not None and bool(onednn.qconv_prepack) and bool(onednn.qconv2d_pointwise.binary)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def quantize_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
+    """clamp(round(x / scale) + zero_point, 0, 255) as uint8, in x's (dense) layout; x float32
+    or bfloat16, on the CPU."""
+    q = torch.empty_like(x, dtype=torch.uint8)
+    if x.numel():
+        bfloat16, threads = x.dtype == torch.bfloat16, torch.get_num_threads()
+        _core.quantize_u8(x.data_ptr(), bfloat16, x.numel(), 1.0 / scale, zero_point, q.data_ptr(), threads)
+    return q
+
+
+_PACKED: PackCache[tuple[torch.Tensor, torch.Tensor]] = PackCache()
+
+
+def _pack(
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    geometry: tuple[list[int], list[int], list[int], int],
+    x_shape: Sequence[int],
+    x_scale: float,
+    x_zero_point: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight in oneDNN's layout for this input, and the weight's zero points."""
+
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        weight = values.contiguous(memory_format=torch.channels_last)
+        packed = torch.ops.onednn.qconv_prepack(weight, scales, x_scale, x_zero_point, *geometry, list(x_shape))
+        return packed, torch.zeros(len(scales), dtype=torch.long)
+
+    variant = (tuple(x_shape), x_scale, x_zero_point, tuple(map(tuple, geometry[:3])), geometry[3])
+    return _PACKED.get(values, (scales,), variant, make)
+
+
+@graph_leaf
+def int8_conv2d(
+    x: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    x_scale: float,
+    x_zero_point: int,
+    residual: torch.Tensor | None,
+    attr: str,
+    scalars: Sequence[float],
+    algorithm: str | None,
+) -> torch.Tensor:
+    """attr(conv2d(q(x), values * scales[:, None, None, None], bias, stride, padding, dilation,
+    groups) [+ residual]) in x's dtype, q(x) = (quantize_u8(x) - x_zero_point) * x_scale.
+
+    `values` is the int8 weight [out, in / groups, kh, kw], `scales` its float32 per-channel
+    scales; x a 4-D CPU float tensor (3-D: one unbatched image); `attr`, `scalars` and
+    `algorithm` name the activation as oneDNN does ("none", "relu", "hardtanh" with [0, 6],
+    "hardswish", "swish"; "relu" or "none" with a residual). The result is channels-last.
+    """
+    if x.dim() == 3:
+        unbatched = None if residual is None else residual[None]
+        batch = int8_conv2d(
+            x[None], values, scales, bias, stride, padding, dilation, groups, x_scale, x_zero_point,
+            unbatched, attr, scalars, algorithm,
+        )
+        return batch[0]
+    if values.dtype != torch.int8 or scales.dtype != torch.float32 or values.dim() != 4:
+        raise TypeError(
+            f"int8_conv2d: 4-D int8 values and float32 scales, not {values.dtype} {tuple(values.shape)}, {scales.dtype}"
+        )
+    if x.dim() != 4 or not x.is_cpu or not x.is_floating_point():
+        raise TypeError(f"int8_conv2d: a 4-D float CPU input, not {x.dtype} {tuple(x.shape)} on {x.device}")
+    work = x if x.dtype in _KERNEL_DTYPES else x.float()
+    work = work.contiguous(memory_format=torch.channels_last)
+    geometry = (list(stride), list(padding), list(dilation), groups)
+    with torch.no_grad():
+        qx = quantize_u8(work, x_scale, x_zero_point)
+        packed, zeros = _pack(values, scales, geometry, work.shape, x_scale, x_zero_point)
+        bias = None if bias is None else bias.float()
+        if residual is None:
+            y = torch.ops.onednn.qconv2d_pointwise(
+                qx, x_scale, x_zero_point, packed, scales, zeros, bias, *geometry,
+                1.0, 0, work.dtype, attr, scalars, algorithm,
+            )
+        else:
+            accumulator = residual.to(dtype=work.dtype, memory_format=torch.channels_last, copy=True)
+            y = torch.ops.onednn.qconv2d_pointwise.binary(
+                qx, x_scale, x_zero_point, packed, scales, zeros, accumulator, bias, *geometry,
+                1.0, 0, work.dtype, 1.0, 0, "sum", 1.0, None if attr == "none" else attr, scalars, algorithm,
+            )
+    return y if y.dtype == x.dtype else y.to(x.dtype)

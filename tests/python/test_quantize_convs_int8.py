@@ -1,0 +1,174 @@
+"""QuantizeConvsInt8 on real CNNs (transformers' ResNet and MobileNetV2) in both dialects, its
+runtime call against the arithmetic it stands for, and the `fast` preset with calibration.
+
+The suite runs with static kernel choices (FXOPT_TUNING=static): every convolution the pass can
+quantize is offered int8, so calibration alone decides which stay float. Whether int8 pays on a
+CPU is the benchmark's question (bench/latency.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fxopt
+from fxopt.optimization import ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, QuantizeConvsInt8, compose
+from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_conv_available
+from fxopt.runtime import static_int8_conv
+from fxopt.runtime.static_int8_conv import int8_conv2d, quantize_u8
+from norm_models import DIALECTS, check_reverse, count, outputs, tensor_states, tiny_mobilenet_v2, tiny_resnet, trace_vision
+from fxopt.verification.verify import cosine_similarity
+
+pytestmark = pytest.mark.skipif(
+    not (static_int8_conv.available() and onednn_conv_available()),
+    reason="this torch has no oneDNN int8 convolution",
+)
+
+
+def int8_convs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.target is int8_conv2d]
+
+
+def conv_nodes(gm: torch.fx.GraphModule) -> int:
+    return count(gm, torch.nn.Conv2d, torch.conv2d, torch.ops.aten.conv2d.default)
+
+
+def stored(gm: torch.fx.GraphModule, path: str) -> torch.Tensor:
+    """The tensor a get_attr node reads."""
+    owner, _, name = path.rpartition(".")
+    return getattr(gm.get_submodule(owner) if owner else gm, name)
+
+
+def quantized_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    scales = (w.abs().amax(dim=(1, 2, 3)) / 127).float()
+    return torch.round(w / scales[:, None, None, None]).to(torch.int8), scales
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quantize_u8_is_its_definition_in_the_inputs_layout(dtype: torch.dtype) -> None:
+    x = (torch.randn(2, 8, 5, 7) * 3).to(dtype).contiguous(memory_format=torch.channels_last)
+    x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, 2.5]) * 0.25  # ties at scale 0.25
+    q = quantize_u8(x, 0.25, 3)
+    expected = torch.clamp(torch.round(x.float() * (1 / 0.25)) + 3, 0, 255).to(torch.uint8)
+    assert q.dtype == torch.uint8 and q.stride() == x.stride()
+    assert torch.equal(q, expected)
+    assert q[0, 0, 0, :3].tolist() == [3, 5, 5]  # 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, then + 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("attr", "scalars", "activation"), [
+    ("none", [], lambda y: y), ("relu", [], F.relu), ("hardtanh", [0.0, 6.0], F.relu6), ("swish", [], F.silu),
+])  # fmt: skip
+def test_int8_conv2d_computes_the_quantized_convolution(dtype, attr, scalars, activation) -> None:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 9, 9)
+    w, b = torch.randn(12, 4, 3, 3) * 0.2, torch.randn(12)
+    values, scales = quantized_weight(w)
+    x_scale, zero = (float(x.max()) - float(x.min())) / 255, round(-float(x.min()) / ((float(x.max()) - float(x.min())) / 255))
+    y = int8_conv2d(x.to(dtype), values, scales, b, [2, 2], [1, 1], [1, 1], 2, x_scale, zero, None, attr, scalars, None)
+    # What it stands for: x rounded to its 256 levels, the weight to its int8 values.
+    xq = (quantize_u8(x.to(dtype), x_scale, zero).float() - zero) * x_scale
+    expected = activation(F.conv2d(xq, values.float() * scales[:, None, None, None], b, 2, 1, 1, 2))
+    assert y.dtype == dtype and y.shape == expected.shape
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(y.float(), expected, atol=tolerance * float(expected.abs().max()), rtol=0)
+
+
+def test_int8_conv2d_adds_into_a_copy_of_the_residual() -> None:
+    torch.manual_seed(1)
+    x, r = torch.randn(1, 8, 6, 6), torch.randn(1, 8, 6, 6)
+    values, scales = quantized_weight(torch.randn(8, 8, 1, 1) * 0.3)
+    kept = r.clone()
+    y = int8_conv2d(x, values, scales, None, [1, 1], [0, 0], [1, 1], 1, 8 / 255, 128, r, "relu", [], None)
+    xq = (quantize_u8(x, 8 / 255, 128).float() - 128) * (8 / 255)
+    expected = F.relu(F.conv2d(xq, values.float() * scales[:, None, None, None]) + r)
+    torch.testing.assert_close(y, expected, atol=1e-4, rtol=0)
+    assert torch.equal(r, kept)  # the graph's value is not written
+    unbatched = int8_conv2d(x[0], values, scales, None, [1, 1], [0, 0], [1, 1], 1, 8 / 255, 128, r[0], "relu", [], None)
+    torch.testing.assert_close(unbatched, y[0])
+    with pytest.raises(TypeError, match="int8 values"):
+        int8_conv2d(x, values.float(), scales, None, [1, 1], [0, 0], [1, 1], 1, 0.1, 0, None, "none", [], None)
+
+
+@pytest.mark.parametrize("build", [tiny_resnet, tiny_mobilenet_v2])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_calibrated_convolutions_go_int8_within_the_bound_and_reverse_exactly(build, dialect: str) -> None:  # type: ignore[no-untyped-def]
+    model = build()
+    torch.manual_seed(2)
+    pixels, calibration, held_out = (torch.randn(2, 3, 32, 32) for _ in range(3))
+    gm, args = trace_vision(model, pixels, dialect)
+    compose(FuseBatchNormInConv(), ConvWeightsChannelsLast())(gm)  # as in the presets
+    expected, code, states = outputs(gm, *args), gm.code, tensor_states(gm)
+    convs, attributes = conv_nodes(gm), set(dict(gm.named_buffers())) | set(dict(gm.named_parameters()))
+    cal_args = trace_vision(model, calibration, dialect)[1]
+    held_args = trace_vision(model, held_out, dialect)[1]
+    t = QuantizeConvsInt8(calibrate=True, min_cosine=0.999)
+    t.calibrate_on(cal_args, [held_args])
+
+    copy_in = copy.deepcopy(gm)
+    out = compose(t, inplace=False)(gm)
+    assert out is not gm and gm.code == code  # inplace=False leaves the input alone
+    calls = int8_convs(out)
+    assert len(calls) == len(t.report.changed) > 0
+    assert len(calls) + conv_nodes(out) == convs  # each convolution int8 or kept in float
+    assert len(t.input_scales) == len(calls)
+    assert all(0 < scale and 0 <= zero <= 255 for scale, zero in t.input_scales.values())
+    if build is tiny_resnet:  # a bottleneck's residual add and ReLU run inside the int8 call
+        assert any(n.args[10] is not None and n.args[11] == "relu" for n in calls)
+    # The bound holds where it was calibrated and checked; on other inputs it holds statistically
+    # (the scales are static: values beyond the calibration's range are clipped).
+    for inputs, bound in ((cal_args, 0.999), (held_args, 0.999), (args, 0.99)):
+        got, want = outputs(out, *inputs), outputs(copy_in, *inputs)
+        assert not all(torch.equal(a, b) for a, b in zip(got, want))  # int8: not the float result
+        assert min(cosine_similarity(b, a) for a, b in zip(got, want) if a.is_floating_point()) >= bound
+    t(gm)  # in place, then back
+    check_reverse(t, gm, args, expected, code, states)
+    assert set(dict(gm.named_buffers())) | set(dict(gm.named_parameters())) == attributes
+
+
+def test_lowered_to_bfloat16_the_int8_calls_stay_in_bfloat16_with_float32_scales() -> None:
+    if not onednn_bfloat16_available():
+        pytest.skip("this CPU has no native bfloat16 convolution")
+    model = tiny_resnet()
+    pixels = torch.randn(1, 3, 32, 32)
+    gm, args = trace_vision(model, pixels, "export")
+    step = QuantizeConvsInt8(calibrate=True, min_cosine=0.99, compare_with=torch.bfloat16)
+    step.calibrate_on(args)
+    out = compose(FuseBatchNormInConv(), ConvWeightsChannelsLast(), step, ChangePrecision(torch.bfloat16), inplace=False)(gm)
+    calls = int8_convs(out)
+    assert calls
+    casts = [n for n in out.graph.nodes if n.target in (torch.ops.aten._to_copy.default, torch.ops.aten.to.dtype)]
+    for call in calls:  # no cast between consecutive int8 convolutions
+        assert all(user.target is int8_conv2d or user not in casts for user in call.users)
+        assert stored(out, call.args[2].target).dtype == torch.float32  # scales
+        assert stored(out, call.args[1].target).dtype == torch.int8
+    (y,) = [t for t in outputs(out, *args) if t.dim() == 4][:1]
+    assert y.dtype == torch.float32  # the graph's outputs keep their dtype
+    reference = [t for t in outputs(gm, *args) if t.dim() == 4][0]
+    assert cosine_similarity(reference, y) >= 0.99
+
+
+def test_fast_with_calibration_quantizes_resnet_convolutions() -> None:
+    model = tiny_resnet()
+    torch.manual_seed(3)
+    pixels, calibration, held_out = (torch.randn(1, 3, 32, 32) for _ in range(3))
+    fast = fxopt.optimize(model, "fast", example_inputs=(pixels,), calibration=(calibration,), held_out=[(held_out,)])
+    assert int8_convs(fast)
+    for inputs in ((pixels,), (held_out,)):
+        report = fxopt.verify(model, fast, inputs)
+        assert report.min_cosine is not None and report.min_cosine >= 0.999
+    without = fxopt.optimize(model, "fast", example_inputs=(pixels,))
+    assert not int8_convs(without)
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="compares with"):
+        QuantizeConvsInt8(compare_with=torch.float16)
+    gm, _ = trace_vision(tiny_resnet(), torch.randn(1, 3, 32, 32), "export")
+    t = QuantizeConvsInt8({"no_such_node": (0.1, 0)})
+    out = compose(t, inplace=False)(gm)
+    assert not int8_convs(out) and not t.report.changed
+    assert t.report.skipped and all("no calibrated input scale" in why for _, why in t.report.skipped)
