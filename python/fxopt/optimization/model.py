@@ -70,13 +70,23 @@ form of a Linear differs between them and a prefill (weight-only int8 at one tok
 float32 2-3x on an AVX512-BF16 CPU and loses at 128), so each gets its own graph and choice."""
 
 
+MANY_ROWS = 64
+"""Inputs of more rows than this are a size class of their own, apart from smaller prompts: on a
+Zen 4 the `fast` graphs of all-MiniLM-L6-v2's blocks measured slower than the blocks' own
+forwards at 14 rows (two short sentences: bfloat16 casts around small products) and faster at
+1024 (a batch of 64), so a first small call must not decide for large ones."""
+
+
 class OptimizedForward(InstalledForward):
     """A block's forward: the block's graph optimized for inputs of one rank, dtype and size
-    class (decoding step or not), or the original forward where that measured faster.
+    class (decoding step, prompt, or many rows), or the original forward where that measured
+    faster.
 
     Graphs are built on first use of each class; preparing a prefill-sized input prepares the
-    one-token class too (its first rows), so decoding starts with nothing left to prepare. Where
-    both classes measured no faster than the block's own forward, the block gets that forward
+    one-token class too (its first rows), so decoding starts with nothing left to prepare, and a
+    prompt of at most MANY_ROWS rows the many-rows class (the batch repeated), so a first small
+    call cannot leave larger ones to a forward it measured at its own size. Where every class
+    measured no faster than the block's own forward, the block gets that forward
     back: a decoding step calls dozens of blocks, and on a GPU, where a step is launch- and
     Python-bound, this wrapper's few microseconds a call are what it would cost.
     """
@@ -90,7 +100,7 @@ class OptimizedForward(InstalledForward):
         self.prompt_preset = get_preset(preset).prompts or preset
         self.tensors: list[torch.Tensor] = []  # what this block's graphs made, for _share_tensors
         self.own = {id(t) for t in itertools.chain(traced.parameters(), traced.buffers())}
-        self.graphs: dict[tuple[int, torch.dtype, bool], Any] = {}
+        self.graphs: dict[tuple[int, torch.dtype, bool, bool], Any] = {}
 
     def __call__(self, x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
@@ -100,12 +110,16 @@ class OptimizedForward(InstalledForward):
         if run is None:
             run = self.graphs[key] = self.prepare(x)
             if not key[2] and x.dim() >= 2:
-                step = x.narrow(-2, 0, 1)
-                if _size_class(step) not in self.graphs:
-                    self.graphs[_size_class(step)] = self.prepare(step)
+                self._prepare_also(x.narrow(-2, 0, 1))
+                if not key[3]:  # many rows: the batch repeated
+                    self._prepare_also(torch.cat([x] * (MANY_ROWS // _rows(x) + 1)))
             if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
                 self.uninstall()  # nothing left to run here: see the class
         return run(x)
+
+    def _prepare_also(self, x: torch.Tensor) -> None:
+        if _size_class(x) not in self.graphs:
+            self.graphs[_size_class(x)] = self.prepare(x)
 
     def prepare(self, x: torch.Tensor) -> Any:
         """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
@@ -142,9 +156,14 @@ class OptimizedForward(InstalledForward):
         return run
 
 
-def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool]:
-    rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
-    return x.dim(), x.dtype, rows <= FEW_ROWS
+def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool, bool]:
+    """Rank, dtype, whether a decoding step (FEW_ROWS), whether many rows (MANY_ROWS)."""
+    rows = _rows(x)
+    return x.dim(), x.dtype, rows <= FEW_ROWS, rows > MANY_ROWS
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // max(x.shape[-1], 1) if x.dim() else 1
 
 
 def _digest(code: str) -> str:
