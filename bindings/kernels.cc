@@ -15,6 +15,7 @@
 #include "kernels/per_token_int8.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/quantize_u8.h"
+#include "kernels/rms_norm.h"
 
 namespace nb = nanobind;
 
@@ -106,6 +107,15 @@ void bind_kernels(nb::module_& m) {
       "q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if "
       "`bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data "
       "addresses of contiguous arrays.");
+  m.def(
+      "rms_norm",
+      [](uintptr_t x, int64_t rows, int64_t n, uintptr_t weight, float eps, uintptr_t y) {
+        rms_norm(at<const float>(x), rows, n, at<const float>(weight), eps, at<float>(y));
+      },
+      nb::arg("x"), nb::arg("rows"), nb::arg("n"), nb::arg("weight"), nb::arg("eps"), nb::arg("y"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "y[rows, n] = weight * (x / sqrt(mean(x^2) + eps)) per row, float32 (kernels/rms_norm.h); "
+      "arguments are data addresses of contiguous arrays.");
   m.def(
       "quantize_u8",
       [](uintptr_t x, bool bfloat16, int64_t count, float inverse_scale, int32_t zero_point,

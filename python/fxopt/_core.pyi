@@ -215,6 +215,11 @@ def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales
     q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
     """
 
+def rms_norm(x: int, rows: int, n: int, weight: int, eps: float, y: int) -> None:
+    """
+    y[rows, n] = weight * (x / sqrt(mean(x^2) + eps)) per row, float32 (kernels/rms_norm.h); arguments are data addresses of contiguous arrays.
+    """
+
 def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_point: int, q: int, threads: int) -> None:
     """
     q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] (float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses of contiguous arrays.

@@ -354,11 +354,18 @@ TEST(Int4WeightMm, MatchesItsDefinitionAtEveryThreadCount) {
 }
 
 TEST(Int4WeightMm, MatchesItsDefinitionForEveryGroupAndPartialBlock) {
-  // Groups of 32 (four scales per 128 columns in one load) and of 96 and 160 (one per run);
-  // k past the last whole 128 columns by 32, 64 and 96; one or two activation rows; 13 channels:
-  // a block of 8, one of 4 and a single one.
-  for (auto [k, group] : std::vector<std::pair<int64_t, int64_t>>{
-           {128, 32}, {160, 32}, {192, 32}, {224, 32}, {768, 32}, {96, 96}, {480, 160}}) {
+  // Groups of 32 (four scales per 128 columns in one load; k up to 1088) and of 96 and 160 (one
+  // per run); k past the last whole 128 columns by 32, 64 and 96; one or two activation rows;
+  // 13 channels: a block of 8, one of 4 and a single one.
+  for (auto [k, group] : std::vector<std::pair<int64_t, int64_t>>{{128, 32},
+                                                                  {160, 32},
+                                                                  {192, 32},
+                                                                  {224, 32},
+                                                                  {768, 32},
+                                                                  {544, 32},
+                                                                  {1088, 32},
+                                                                  {96, 96},
+                                                                  {480, 160}}) {
     SCOPED_TRACE("k " + std::to_string(k) + ", group " + std::to_string(group));
     for (int64_t rows : {1, 2}) {
       Int4Case c(rows, k, group, 13);

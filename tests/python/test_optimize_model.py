@@ -149,6 +149,34 @@ def test_a_first_small_call_does_not_decide_for_many_rows(monkeypatch: pytest.Mo
     fxopt.restore_model(model)
 
 
+def test_decoding_presets_run_rmsnorms_through_the_kernel() -> None:
+    """Llama's RMSNorms run fxopt's kernel under `decode` (float32, within float32 rounding of
+    transformers' eight ops); other inputs run the module's own forward; restore gives it back."""
+    from fxopt.optimization.norm_step import RmsNormStep
+    from fxopt.runtime.rms_norm import rms_norm
+
+    model = tiny_llama()
+    norm = model.model.layers[0].input_layernorm
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)  # not all ones: the weight's product is checked too
+        x = torch.randn(3, 5, 64) * 4
+        expected = norm(x)
+        torch.testing.assert_close(rms_norm(x, norm.weight, norm.variance_epsilon), expected, rtol=2e-6, atol=1e-7)
+        with pytest.raises(TypeError, match="float32"):
+            rms_norm(x.double(), norm.weight, norm.variance_epsilon)
+    fxopt.optimize_model(model, "decode", calibration=PROMPT)
+    norms = [m for m in model.modules() if isinstance(m.__dict__.get("forward"), RmsNormStep)]
+    assert len(norms) == 2 * 2 + 1  # two a layer, and the final one
+    with torch.no_grad():
+        torch.testing.assert_close(norm(x), expected, rtol=2e-6, atol=1e-7)
+        half = x.to(torch.bfloat16)
+        assert torch.equal(norm(half), type(norm).forward(norm, half))  # not float32: its own forward
+    fxopt.restore_model(model)
+    assert not any(isinstance(m.__dict__.get("forward"), RmsNormStep) for m in model.modules())
+    with torch.no_grad():
+        assert torch.equal(norm(x), expected)
+
+
 def test_the_in_place_kv_cache_is_for_cpu_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU the hook's Python per step cost more than the copies it saves (H200: GPT-2 decoded
     1.20x eager without it, 1.13x with it)."""

@@ -38,7 +38,7 @@ from ..engine import bridge
 from ..runtime import decode_attention, kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
-from . import hardware
+from . import hardware, norm_step
 from .presets import get_preset
 from .presets import preset as build_preset
 from .attention_step import AttentionStep, applies_to
@@ -58,6 +58,10 @@ implementation it had before (runtime/decode_attention.py)."""
 _STEPS = "_fxopt_attention_steps"
 """Attribute of an optimized model: the names of the attention modules whose decoding steps
 run as one lean call (attention_step.py)."""
+
+_NORMS = "_fxopt_norm_steps"
+"""Attribute of an optimized model: the names of the RMSNorm modules running fxopt's kernel
+under a decoding preset (norm_step.py)."""
 
 _KV_HOOK = "_fxopt_kv_cache_hook"
 """Attribute of an optimized model: the handle of its forward pre-hook that makes the
@@ -296,9 +300,11 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     if hardware.model_device(model).type == "cpu":
         hook = model.register_forward_pre_hook(kv_cache.grow_in_place, with_kwargs=True)
         object.__setattr__(model, _KV_HOOK, hook)
-        if get_preset(preset).decode_attention and (previous := decode_attention.install(model)):
-            object.__setattr__(model, _ATTENTION, previous)
-            object.__setattr__(model, _STEPS, _install_attention_steps(model, preset, model_bytes))
+        if get_preset(preset).decode_attention:
+            object.__setattr__(model, _NORMS, norm_step.install(model))
+            if previous := decode_attention.install(model):
+                object.__setattr__(model, _ATTENTION, previous)
+                object.__setattr__(model, _STEPS, _install_attention_steps(model, preset, model_bytes))
     if calibration is not None:
         with torch.no_grad():
             if isinstance(calibration, Mapping):
@@ -317,7 +323,7 @@ def optimized_blocks(model: nn.Module) -> tuple[str, ...]:
 
 def restore_model(model: ModelT) -> ModelT:
     """`model` with its original forwards back (weights were never changed); returns it."""
-    for name in (*optimized_blocks(model), *model.__dict__.pop(_STEPS, ())):
+    for name in (*optimized_blocks(model), *model.__dict__.pop(_STEPS, ()), *model.__dict__.pop(_NORMS, ())):
         forward = model.get_submodule(name).__dict__.get("forward")
         if isinstance(forward, InstalledForward):
             forward.uninstall()
