@@ -115,9 +115,7 @@ def conv_stand_in(input_scales: Mapping[str, tuple[float, int]]) -> StandIn:
         x, weight, bias, geometry = operands
 
         def make() -> Int8Op:
-            w = weight.detach().float()
-            scales = (w.abs().amax(dim=(1, 2, 3)) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-            values = torch.round(w / scales[:, None, None, None]).to(torch.int8)
+            values, scales = static_int8_conv.quantize_weight(weight)
             scale, zero_point = input_scales[n.name]
             stride, padding, dilation, groups = geometry
             return lambda x: static_int8_conv.int8_conv2d(
@@ -156,19 +154,15 @@ class _InputExtremes(Interpreter):
 
 def input_scales(gm: GraphModule, names: Iterable[str], inputs: Sequence[Inputs]) -> dict[str, tuple[float, int]]:
     """For each named convolution, the uint8 quantization of its input over `inputs` (one
-    forward run each): the range [min(low, 0), max(high, 0)] in 255 steps, the zero point where
-    0 falls (so zero padding stays exact)."""
+    forward run each; static_int8_conv.input_quantization of its range)."""
     run = _InputExtremes(gm, names)
     with torch.no_grad():
         for batch in inputs:
             run.run(*_positional(gm, batch))
     scales: dict[str, tuple[float, int]] = {}
     for name, (low, high) in run.extremes.items():
-        low, high = min(low, 0.0), max(high, 0.0)
-        if not (high > low) or not all(map(lambda v: v == v and abs(v) != float("inf"), (low, high))):
-            continue
-        scale = (high - low) / 255
-        scales[name] = (scale, int(min(max(round(-low / scale), 0), 255)))
+        if (quantization := static_int8_conv.input_quantization(low, high)) is not None:
+            scales[name] = quantization
     return scales
 
 

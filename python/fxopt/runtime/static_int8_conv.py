@@ -45,6 +45,24 @@ def quantize_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
     return q
 
 
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int8 values (weight's shape) and float32 scales per output channel, max |W[o]| / 127: as
+    QuantizeConvsInt8 stores them (TensorOps::quantize_rows_int8), for calibration and timing."""
+    w = weight.detach().float()
+    scales = (w.abs().amax(dim=tuple(range(1, w.dim()))) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+    return torch.round(w / scales.view(-1, *[1] * (w.dim() - 1))).to(torch.int8), scales
+
+
+def input_quantization(low: float, high: float) -> tuple[float, int] | None:
+    """The uint8 scale and zero point of values in [low, high]: the range widened to hold 0 (so
+    zero padding stays exact) in 255 steps; None for an empty or non-finite range."""
+    low, high = min(low, 0.0), max(high, 0.0)
+    if not (high > low) or not all(abs(v) != float("inf") for v in (low, high)):
+        return None
+    scale = (high - low) / 255
+    return scale, int(min(max(round(-low / scale), 0), 255))
+
+
 _PACKED: PackCache[tuple[torch.Tensor, torch.Tensor]] = PackCache()
 
 

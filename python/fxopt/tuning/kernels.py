@@ -357,13 +357,9 @@ def _int8_conv(problem: Problem) -> Runner:
     """QuantizeConvsInt8's call: the input quantized to uint8 at run time, the weight int8 per
     output channel, the add and the activation in the same call."""
     o = _conv_operands(problem)
-    weight = o.weight.float()
-    scales = (weight.abs().amax(dim=(1, 2, 3)) / 127).clamp_min(torch.finfo(torch.float32).tiny)
-    values = torch.round(weight / scales[:, None, None, None]).to(torch.int8)
+    values, scales = static_int8_conv.quantize_weight(o.weight)
     bias = None if o.bias is None else o.bias.float()
-    low, high = min(float(o.x.min()), 0.0), max(float(o.x.max()), 0.0)
-    x_scale = (high - low) / 255 or 1.0
-    zero_point = round(-low / x_scale)
+    x_scale, zero_point = static_int8_conv.input_quantization(float(o.x.min()), float(o.x.max())) or (1.0, 0)
     attr, scalars, algorithm = _POST_OPS.get(o.activation, ("none", [], None))
 
     def run(w: Weights) -> torch.Tensor:
