@@ -164,6 +164,25 @@ def test_fast_with_calibration_quantizes_resnet_convolutions() -> None:
     assert not int8_convs(without)
 
 
+def test_int8_graph_copies_saves_loads_and_reverses(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The graph holds plain tensors (int8 values, float32 scales) and calls a function by name:
+    it deep-copies and round-trips through fxopt.save / fxopt.load, packing again after."""
+    model = tiny_resnet()
+    pixels = torch.randn(1, 3, 32, 32)
+    gm, args = trace_vision(model, pixels, "export")
+    step = QuantizeConvsInt8(calibrate=True, min_cosine=0.99)
+    step.calibrate_on(args)
+    pipeline = compose(FuseBatchNormInConv(), ConvWeightsChannelsLast(), step, inplace=False)
+    out = pipeline(gm)
+    assert int8_convs(out)
+    expected = outputs(out, *args)
+    fxopt.save(out, tmp_path / "int8.fxopt")
+    for loaded in (copy.deepcopy(out), fxopt.load(tmp_path / "int8.fxopt")):
+        assert len(int8_convs(loaded)) == len(int8_convs(out))
+        assert all(torch.equal(a, b) for a, b in zip(outputs(loaded, *args), expected))
+        assert all(torch.equal(a, b) for a, b in zip(outputs(pipeline(loaded, reverse=True), *args), outputs(gm, *args)))
+
+
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="compares with"):
         QuantizeConvsInt8(compare_with=torch.float16)
