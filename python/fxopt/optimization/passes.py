@@ -551,9 +551,9 @@ class QuantizeConvsInt8(CalibratedPass):
 
     ``calibrate=True`` computes the scales from the inputs of :meth:`calibrate_on` (the ``fast``
     preset, when ``fxopt.optimize`` gets ``calibration=``): each input's range over the
-    calibration batch and the held-out ones, then, from the measured sensitivity of each
-    convolution, the fewest kept in float so that every float output keeps cosine >=
-    `min_cosine` on them (`int8_calibration`). Skipped, with the reason: convolutions without a
+    calibration batch (static: values beyond it are clipped), then, from the measured
+    sensitivity of each convolution, the fewest kept in float so that every float output keeps
+    cosine >= `min_cosine` on the calibration batch and the held-out ones (`int8_calibration`). Skipped, with the reason: convolutions without a
     scale, those FuseConvActivationOneDnn skips, weights not float32 or not on the CPU.
 
     Measured on a Zen 4 (VNNI, one thread, batch 1): int8 convolutions 1.4-1.8x faster than
