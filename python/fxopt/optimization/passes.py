@@ -553,8 +553,9 @@ class QuantizeConvsInt8(CalibratedPass):
     preset, when ``fxopt.optimize`` gets ``calibration=``): each input's range over the
     calibration batch (static: values beyond it are clipped), then, from the measured
     sensitivity of each convolution, the fewest kept in float so that every float output keeps
-    cosine >= `min_cosine` on the calibration batch and the held-out ones (`int8_calibration`). Skipped, with the reason: convolutions without a
-    scale, those FuseConvActivationOneDnn skips, weights not float32 or not on the CPU.
+    cosine >= `min_cosine` on the calibration batch and the held-out ones (`int8_calibration`).
+    Skipped, with the reason: convolutions without a scale, those FuseConvActivationOneDnn
+    skips, weights not float32 or not on the CPU.
 
     Measured on a Zen 4 (VNNI, one thread, batch 1): int8 convolutions 1.4-1.8x faster than
     oneDNN's bfloat16 ones at ResNet-50's sizes; all 53 of ResNet-50's in int8 kept cosine
