@@ -170,6 +170,25 @@ def test_one_mask_is_converted_once_while_it_lives_unchanged() -> None:
     assert prefill_attention._last_mask.additive is None
 
 
+@pytest.mark.skipif(not KERNEL, reason="the mask reaches the kernel only where it runs")
+def test_a_mask_made_under_inference_mode_is_converted_on_every_call() -> None:
+    """sentence-transformers' encode() runs under torch.inference_mode, whose tensors have no
+    version counter to tell an in-place change: their conversion is not kept (it was a crash)."""
+    from fxopt.runtime import prefill_attention
+
+    q, k, v = qkv(1, 2, 2, 16, 16, 32, torch.bfloat16)
+    with torch.inference_mode():
+        mask = torch.ones(1, 1, 16, 16, dtype=torch.bool)
+        mask[..., -4:] = False
+        first = attention_bf16(q, k, v, attn_mask=mask)
+        assert prefill_attention._last_mask.get(mask) is None
+        mask[..., -8:] = False  # in place: the next call sees it
+        second = attention_bf16(q, k, v, attn_mask=mask)
+    for out, keep in ((first, 12), (second, 8)):
+        expected = F.scaled_dot_product_attention(*(t[..., :keep, :].double() if t is not q else t.double() for t in (q, k, v)))
+        torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.02)
+
+
 @pytest.mark.skipif(not KERNEL, reason="on a CPU without AVX512-BF16 the kernel is never timed")
 @pytest.mark.parametrize("faster", ["sdpa", "fxopt_bf16"])
 def test_the_measured_candidate_is_picked_at_the_traced_sizes(

@@ -38,7 +38,7 @@ from ..engine import bridge
 from ..runtime import decode_attention, kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.trace import trace
-from . import hardware, norm_step
+from . import hardware, layer_forward, norm_step
 from .presets import get_preset
 from .presets import preset as build_preset
 from .attention_step import AttentionStep, applies_to
@@ -62,6 +62,10 @@ run as one lean call (attention_step.py)."""
 _NORMS = "_fxopt_norm_steps"
 """Attribute of an optimized model: the names of the RMSNorm modules running fxopt's kernel
 under a decoding preset (norm_step.py)."""
+
+_LAYERS = "_fxopt_encoder_layers"
+"""Attribute of an optimized model: the names of the encoder layers that run as one graph where
+that measured faster (layer_forward.py)."""
 
 _KV_HOOK = "_fxopt_kv_cache_hook"
 """Attribute of an optimized model: the handle of its forward pre-hook that makes the
@@ -95,8 +99,21 @@ class OptimizedForward(InstalledForward):
     Python-bound, this wrapper's few microseconds a call are what it would cost.
     """
 
-    def __init__(self, module: nn.Module, traced: GraphModule, preset: str, model_bytes: int) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        traced: GraphModule,
+        preset: str,
+        model_bytes: int,
+        original: Any = None,
+        exact: Any = None,
+    ) -> None:
         super().__init__(module)
+        # Graphs for a forward other than the module's own (layer_forward.py): `original` runs
+        # where they measured slower, `exact` computes what the trace must (default: original).
+        if original is not None:
+            self.original = original
+        self.exact = exact or self.original
         self.model_bytes = model_bytes  # the whole model's weights, which a forward reads
         self.traced = traced
         self.traced_code = traced.code
@@ -109,37 +126,46 @@ class OptimizedForward(InstalledForward):
     def __call__(self, x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return self.original(x)
-        key = _size_class(x)
-        run = self.graphs.get(key)
-        if run is None:
-            run = self.graphs[key] = self.prepare(x)
-            if not key[2] and x.dim() >= 2:
-                self._prepare_also(x.narrow(-2, 0, 1))
-                if not key[3]:  # many rows: the batch repeated
-                    self._prepare_also(torch.cat([x] * (MANY_ROWS // _rows(x) + 1)))
-            if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
-                self.uninstall()  # nothing left to run here: see the class
+        run = self.graph_for(x)
+        if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
+            self.uninstall()  # nothing left to run here: see the class
         return run(x)
 
-    def _prepare_also(self, x: torch.Tensor) -> None:
-        if _size_class(x) not in self.graphs:
-            self.graphs[_size_class(x)] = self.prepare(x)
+    def graph_for(self, *inputs: torch.Tensor) -> Any:
+        """What runs `inputs` (the main tensor first): the graph of their size class, prepared
+        now if it is the first of its class. One input's first call prepares its one-token
+        class too; every first call below MANY_ROWS, the many-rows class (the batch repeated)."""
+        key = _size_class(inputs[0])
+        run = self.graphs.get(key)
+        if run is None:
+            run = self.graphs[key] = self.prepare(*inputs)
+            if not key[2] and inputs[0].dim() >= 2:
+                if len(inputs) == 1:  # the rows of other inputs (a mask) would not follow
+                    self._prepare_also(inputs[0].narrow(-2, 0, 1))
+                if not key[3]:
+                    copies = MANY_ROWS // _rows(inputs[0]) + 1
+                    self._prepare_also(*(torch.cat([t] * copies) for t in inputs))
+        return run
 
-    def prepare(self, x: torch.Tensor) -> Any:
-        """The graph for inputs like `x`, or the original forward: if the preset changes nothing,
-        if the trace does not compute what the block does on `x` (a symbolic trace can fix a
-        branch the block takes by input), or if the graph is not faster on `x`."""
+    def _prepare_also(self, *inputs: torch.Tensor) -> None:
+        if _size_class(inputs[0]) not in self.graphs:
+            self.graphs[_size_class(inputs[0])] = self.prepare(*inputs)
+
+    def prepare(self, *inputs: torch.Tensor) -> Any:
+        """The graph for inputs like these, or the original forward: if the preset changes
+        nothing, if the trace does not compute what the block does on them (a symbolic trace can
+        fix a branch the block takes by input), or if the graph is not faster on them."""
         # Passes store new tensors (an int8 weight) under their module's path: into the copy's
         # tables, not the user's model, whose state_dict and save_pretrained stay as they were.
         graph = sharing_copy(self.traced)
         with torch.no_grad():
             # One run of the graph both records sizes and dtypes, which the passes need, and
             # gives its output to compare (GPT-2's prompt: a forward of each block saved).
-            traced = ShapeProp(graph).propagate(x)
-            if not _same(traced, self.original(x)):
+            traced = ShapeProp(graph).propagate(*inputs)
+            if not _same(traced, self.exact(*inputs)):
                 return self.original
-        name = self.preset if _size_class(x)[2] else self.prompt_preset
-        transformation: Transformation = build_preset(name, inplace=True, device=x.device)
+        name = self.preset if _size_class(inputs[0])[2] else self.prompt_preset
+        transformation: Transformation = build_preset(name, inplace=True, device=inputs[0].device)
         # The kernels are timed as the model runs them: from memory where its weights, not
         # this block's, are more than the cache holds (a decoding step of a Llama).
         with tuning.current().reading(self.model_bytes):
@@ -153,8 +179,9 @@ class OptimizedForward(InstalledForward):
         run = optimized.forward
         # Timed once per machine, block code and input shape (the chooser's cache).
         codes = [_digest(self.traced_code), _digest(optimized.code)]
-        key = json.dumps(["optimize_model", *codes, list(x.shape), str(x.dtype)])
-        if not tuning.current().prefers_rewrite(key, lambda: run(x), lambda: self.original(x)):
+        sizes = [item for t in inputs for item in (list(t.shape), str(t.dtype))]
+        key = json.dumps(["optimize_model", *codes, *sizes])
+        if not tuning.current().prefers_rewrite(key, lambda: run(*inputs), lambda: self.original(*inputs)):
             return self.original
         _share_tensors(optimized, self.tensors, self.own)  # a graph kept: nothing held in vain
         return run
@@ -258,6 +285,23 @@ def _install(module: nn.Module, name: str, preset: str, installed: list[str], mo
         _install(child, f"{name}.{child_name}" if name else child_name, preset, installed, model_bytes)
 
 
+def _install_layers(model: nn.Module, preset: str, model_bytes: int) -> tuple[str, ...]:
+    """Gives each encoder layer (layer_forward.py) a forward running it as one graph, over the
+    blocks installed in it, which its other calls and its measured-slower size classes run."""
+    traces: dict[Any, Any] = {}  # one trace per layer class, mask form and parameter shapes
+
+    def graphs(layer: nn.Module, traced: GraphModule, original: Any, exact: Any) -> OptimizedForward:
+        return OptimizedForward(layer, traced, preset, model_bytes, original, exact)
+
+    names: list[str] = []
+    for name, module in model.named_modules():
+        inside = any(name.startswith(f"{layer}.") for layer in names)  # BERT's attention within its layer
+        if name and not inside and layer_forward.applies_to(module):
+            module.forward = layer_forward.LayerForward(module, traces, graphs)  # type: ignore[method-assign]
+            names.append(name)
+    return tuple(names)
+
+
 def _install_attention_steps(model: nn.Module, preset: str, model_bytes: int) -> tuple[str, ...]:
     """Gives each attention module whose decoding steps attention_step.py runs that forward; its
     stacked projections are one more block, prepared for one-token steps with `preset`."""
@@ -295,6 +339,7 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     model_bytes = tuning.weight_bytes(itertools.chain(model.parameters(), model.buffers()))
     _install(model, "", preset, installed, model_bytes)
     object.__setattr__(model, _MARK, tuple(installed))
+    object.__setattr__(model, _LAYERS, _install_layers(model, preset, model_bytes))
     # A GPU copies a step's cache in microseconds, and the hook's Python cost more: GPT-2 on an
     # H200 decoded 1.13x eager with it, 1.20x without (bench/results/generate_gpu_h200.md).
     if hardware.model_device(model).type == "cpu":
@@ -323,7 +368,8 @@ def optimized_blocks(model: nn.Module) -> tuple[str, ...]:
 
 def restore_model(model: ModelT) -> ModelT:
     """`model` with its original forwards back (weights were never changed); returns it."""
-    for name in (*optimized_blocks(model), *model.__dict__.pop(_STEPS, ()), *model.__dict__.pop(_NORMS, ())):
+    others = (model.__dict__.pop(key, ()) for key in (_LAYERS, _STEPS, _NORMS))
+    for name in (*optimized_blocks(model), *itertools.chain(*others)):
         forward = model.get_submodule(name).__dict__.get("forward")
         if isinstance(forward, InstalledForward):
             forward.uninstall()

@@ -31,11 +31,15 @@ class _LastMask(threading.local):
     additive: torch.Tensor | None = None
 
     def get(self, mask: torch.Tensor) -> torch.Tensor | None:
+        if mask.is_inference():
+            return None  # no version counter: an in-place change would go unseen
         if self.source is not None and self.source() is mask and self.version == mask._version:
             return self.additive
         return None
 
     def put(self, mask: torch.Tensor, additive: torch.Tensor) -> None:
+        if mask.is_inference():
+            return
         # The conversion goes with the mask: nothing is held after the forward that made it.
         self.source = weakref.ref(mask, lambda _: self.put_none())
         self.version, self.additive = mask._version, additive
