@@ -32,7 +32,10 @@ installed, so install it for benchmarks only). Preparation of the fxopt variants
 optimize_model with the prompt as calibration.
 
 Then `SentenceTransformer.encode` of the real all-MiniLM-L6-v2 on 64 sentences: eager against
-optimize_model default and fast (embedding cosine against eager).
+optimize_model default and fast (embedding cosine against eager); and the transformer's forward
+alone on that batch (64 sentences padded to the longest): eager, optimize_model `fast` (the model
+object encode calls) and the whole model as one `fxopt.optimize(..., "fast")` graph traced at that
+batch, which is the speed optimize_model's per-layer graphs aim for.
 
 Run: `python bench/generate.py` (5 rounds; about 10 minutes on a quiet 2-core machine);
 `--threads 2`, `--rounds N`, `--models llama`. Writes bench/results/generate_t<threads>.md.
@@ -48,6 +51,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,6 +272,7 @@ def bench_sentence_transformers(rounds: int) -> list[str]:
         "| variant | sentences/s | vs eager | min cosine | preparation s |",
         "|---|---|---|---|---|",
     ]
+    forward_rows = _encoder_forward(encoders["eager"], encoders["fast"], sentences, rounds)
     for name, encoder in encoders.items():
         rate = [64 / t for t in times[name]]
         ratios = [e / t for e, t in zip(times["eager"], times[name])]
@@ -279,7 +284,42 @@ def bench_sentence_transformers(rounds: int) -> list[str]:
             f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | {cosine:.5f} | "
             f"{preparation[name]:.2f} |"
         )
-    return lines + [""]
+    return lines + ["", *forward_rows]
+
+
+def _encoder_forward(eager: Any, optimized: Any, sentences: list[str], rounds: int) -> list[str]:
+    """The transformer's forward on encode()'s batch: eager, the optimize_model'd object, and one
+    whole-model `fast` graph traced at that batch."""
+    features = eager.tokenize(sentences)
+    inputs = {name: features[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in features}
+    bert = eager[0].auto_model
+    start = time.perf_counter()
+    graph = fxopt.optimize(bert, "fast", example_inputs=inputs)
+    graph_s = time.perf_counter() - start
+    runs = {
+        "eager": lambda: bert(**inputs),
+        "optimize_model fast": lambda: optimized[0].auto_model(**inputs),
+        "one fast graph (fxopt.optimize)": lambda: graph(**inputs),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.inference_mode():
+        for _ in range(2 * rounds):
+            for name, run in runs.items():
+                times[name].append(timed(run))
+    shape = "x".join(str(size) for size in inputs["input_ids"].shape)
+    lines = [
+        f"The transformer's forward on that batch ({shape} tokens, padded), inference_mode:",
+        "",
+        "| variant | median ms | vs eager |",
+        "|---|---|---|",
+    ]
+    for name, spent in times.items():
+        ratios = [e / t for e, t in zip(times["eager"], spent)]
+        lines.append(
+            f"| {name} | {statistics.median(spent) * 1e3:.1f} | "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+        )
+    return lines + ["", f"(the one graph's trace + passes: {graph_s:.2f} s)", ""]
 
 
 def main() -> None:
