@@ -3,9 +3,10 @@
 `generate()`, `transformers.pipeline` and sentence-transformers' `encode` call the model
 object and read its config, so the object itself must stay: only the forwards of its
 Linear-heavy blocks change. A block is a submodule whose forward takes one tensor and holds at
-least one Linear (an MLP, a lone projection, a transformers Conv1D); attention, whose forward
-takes the KV cache, masks and positions, stays eager, and its projections become blocks of their
-own. Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
+least one Linear (an MLP, a lone projection, a transformers Conv1D); a decoder's attention,
+whose forward takes the KV cache, masks and positions, stays eager, and its projections become
+blocks of their own. An encoder's layer runs as one graph over its blocks where that measured
+faster (layer_forward.py). Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
 rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
 graph then serves every sequence and cache length, so decoding never retraces. A decoding preset
 names the preset its prompts' graphs run (`Preset.prompts`: `decode` quantizes weights for the
@@ -320,7 +321,8 @@ def _install_attention_steps(model: nn.Module, preset: str, model_bytes: int) ->
 
 
 def optimize_model(model: ModelT, preset: str = "default", *, calibration: Inputs | None = None) -> ModelT:
-    """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, and, on
+    """`model` itself, its Linear-heavy blocks running graphs optimized with `preset`, its
+    encoder layers (BERT's) whole graphs where faster (layer_forward.py), and, on
     the CPU, a transformers KV cache passed to it appending in place (runtime/kv_cache.py: the
     same values, without copying the cache every step); under a decoding preset, one-token
     steps of its attention through fxopt's kernel (runtime/decode_attention.py), those of
