@@ -149,6 +149,34 @@ def test_a_first_small_call_does_not_decide_for_many_rows(monkeypatch: pytest.Mo
     fxopt.restore_model(model)
 
 
+def test_convolution_stages_are_blocks_and_images_get_no_one_row_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image classifier's stages (one tensor in, convolutions inside) are blocks, so an
+    image-classification pipeline runs them optimized; an image's first call prepares no
+    "decoding step" class (one row of an image: a 3x3 convolution without padding would fail)."""
+    monkeypatch.setattr(fxopt.tuning.current(), "prefers_rewrite", lambda *args: True)
+    config = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=5)
+    torch.manual_seed(0)
+    model = transformers.ResNetForImageClassification(config).eval()
+    model.head = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 3), torch.nn.ReLU())  # padding 0
+    images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected, head = model(images).logits, model.head(images)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    fxopt.optimize_model(model)
+    blocks = optimized_blocks(model)
+    assert {"resnet.encoder.stages.0", "resnet.encoder.stages.1", "head"} <= set(blocks)
+    with torch.no_grad():
+        torch.testing.assert_close(model(images).logits, expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(model.head(images), head, rtol=1e-5, atol=1e-5)
+    stage = model.resnet.encoder.stages[0].__dict__["forward"]
+    assert isinstance(stage, OptimizedForward)
+    assert [key[2] for key in stage.graphs] == [False]  # this call's class only: many rows already
+    assert "conv" in stage.graphs[next(iter(stage.graphs))].__self__.code
+    fxopt.restore_model(model)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, state[name]), name
+
+
 def test_decoding_presets_run_rmsnorms_through_the_kernel() -> None:
     """Llama's RMSNorms run fxopt's kernel under `decode` (float32, within float32 rounding of
     transformers' eight ops); other inputs run the module's own forward; restore gives it back."""

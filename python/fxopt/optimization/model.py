@@ -3,7 +3,8 @@
 `generate()`, `transformers.pipeline` and sentence-transformers' `encode` call the model
 object and read its config, so the object itself must stay: only the forwards of its
 Linear-heavy blocks change. A block is a submodule whose forward takes one tensor and holds at
-least one Linear (an MLP, a lone projection, a transformers Conv1D); a decoder's attention,
+least one Linear or 2-D convolution (an MLP, a lone projection, a transformers Conv1D, a CNN's
+stage); a decoder's attention,
 whose forward takes the KV cache, masks and positions, stays eager, and its projections become
 blocks of their own. An encoder's layer runs as one graph over its blocks where that measured
 faster (layer_forward.py). Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
@@ -141,7 +142,9 @@ class OptimizedForward(InstalledForward):
         if run is None:
             run = self.graphs[key] = self.prepare(*inputs)
             if not key[2] and inputs[0].dim() >= 2:
-                if len(inputs) == 1:  # the rows of other inputs (a mask) would not follow
+                # Tokens only ([batch,] sequence, features): an image's rows are no decoding
+                # step; and the rows of other inputs (a mask) would not follow.
+                if len(inputs) == 1 and inputs[0].dim() <= 3:
                     self._prepare_also(inputs[0].narrow(-2, 0, 1))
                 if not key[3]:
                     copies = MANY_ROWS // _rows(inputs[0]) + 1
@@ -257,7 +260,8 @@ def _equal_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _is_block(module: nn.Module) -> bool:
-    """A forward of exactly one required tensor argument, over at least one Linear."""
+    """A forward of exactly one required tensor argument, over at least one Linear or 2-D
+    convolution (an image classifier's stages: an image-classification pipeline)."""
     try:
         parameters = list(inspect.signature(module.forward).parameters.values())
     except (TypeError, ValueError):
@@ -268,7 +272,7 @@ def _is_block(module: nn.Module) -> bool:
     ):
         return False
     # transformers' Conv1D (GPT-2) is a Linear with a transposed weight.
-    return any(isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D" for m in module.modules())
+    return any(isinstance(m, (nn.Linear, nn.Conv2d)) or type(m).__name__ == "Conv1D" for m in module.modules())
 
 
 def _install(module: nn.Module, name: str, preset: str, installed: list[str], model_bytes: int) -> None:
