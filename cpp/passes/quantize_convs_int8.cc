@@ -10,6 +10,7 @@
 #include "passes/conv_fusion.h"
 #include "passes/fused_call.h"
 #include "passes/onednn_dtypes.h"
+#include "passes/pass_options.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
@@ -56,9 +57,7 @@ QuantizeConvsInt8::QuantizeConvsInt8(std::map<std::string, InputQuantization> in
     : input_scales_(std::move(input_scales)),
       compare_with_(std::move(compare_with)),
       choose_only_(choose_only) {
-  if (compare_with_ != "float32" && compare_with_ != "bfloat16")
-    throw std::invalid_argument(
-        "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
+  check_compare_with(compare_with_);
 }
 
 std::unique_ptr<Pass> QuantizeConvsInt8::from_options(const Dict& options) {
@@ -76,19 +75,9 @@ std::unique_ptr<Pass> QuantizeConvsInt8::from_options(const Dict& options) {
       input_scales[name] = {*scale, (*pair)[1].as<int64_t>()};
     }
   }
-  std::string compare_with = "float32";
-  if (const Arg* dtype = options.find("compare_with")) {
-    if (!dtype->is<std::string>())
-      throw std::invalid_argument("option 'compare_with' must be a dtype name");
-    compare_with = dtype->as<std::string>();
-  }
-  bool choose_only = false;
-  if (const Arg* flag = options.find("choose_only")) {
-    if (!flag->is<bool>()) throw std::invalid_argument("option 'choose_only' must be a bool");
-    choose_only = flag->as<bool>();
-  }
-  return std::make_unique<QuantizeConvsInt8>(std::move(input_scales), std::move(compare_with),
-                                             choose_only);
+  return std::make_unique<QuantizeConvsInt8>(std::move(input_scales),
+                                             string_option(options, "compare_with", "float32"),
+                                             bool_option(options, "choose_only", false));
 }
 
 std::vector<Trigger> QuantizeConvsInt8::triggers() const { return conv_triggers(); }

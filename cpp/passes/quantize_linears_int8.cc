@@ -12,6 +12,7 @@
 #include "passes/linear_rewrite.h"
 #include "passes/onednn_post_op.h"
 #include "passes/op_chain.h"
+#include "passes/pass_options.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
@@ -82,9 +83,7 @@ QuantizeLinearsInt8::QuantizeLinearsInt8(std::vector<std::string> keep, std::str
       compare_with_(std::move(compare_with)),
       fbgemm_weight_max_(fbgemm_weight_max),
       choose_only_(choose_only) {
-  if (compare_with_ != "float32" && compare_with_ != "bfloat16")
-    throw std::invalid_argument(
-        "option 'compare_with' must be \"float32\" or \"bfloat16\", not \"" + compare_with_ + "\"");
+  check_compare_with(compare_with_);
   if (fbgemm_weight_max_ < 1 || fbgemm_weight_max_ > 127)
     throw std::invalid_argument("option 'fbgemm_weight_max' must be in [1, 127], not " +
                                 std::to_string(fbgemm_weight_max_));
@@ -101,25 +100,12 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       keep.push_back(item.as<std::string>());
     }
   }
-  std::string compare_with = "float32";
-  if (const Arg* dtype = options.find("compare_with")) {
-    if (!dtype->is<std::string>())
-      throw std::invalid_argument("option 'compare_with' must be a dtype name");
-    compare_with = dtype->as<std::string>();
-  }
-  int fbgemm_weight_max = 127;
-  if (const Arg* level = options.find("fbgemm_weight_max")) {
-    if (!level->is<int64_t>())
-      throw std::invalid_argument("option 'fbgemm_weight_max' must be an integer");
-    fbgemm_weight_max = int(std::clamp<int64_t>(level->as<int64_t>(), 0, 128));
-  }
-  bool choose_only = false;
-  if (const Arg* flag = options.find("choose_only")) {
-    if (!flag->is<bool>()) throw std::invalid_argument("option 'choose_only' must be a bool");
-    choose_only = flag->as<bool>();
-  }
-  return std::make_unique<QuantizeLinearsInt8>(std::move(keep), std::move(compare_with),
-                                               fbgemm_weight_max, choose_only);
+  // Clamped into int's range just outside the valid one, so the constructor names the value.
+  int fbgemm_weight_max =
+      int(std::clamp<int64_t>(integer_option(options, "fbgemm_weight_max", 127), 0, 128));
+  return std::make_unique<QuantizeLinearsInt8>(
+      std::move(keep), string_option(options, "compare_with", "float32"), fbgemm_weight_max,
+      bool_option(options, "choose_only", false));
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }

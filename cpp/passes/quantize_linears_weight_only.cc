@@ -8,6 +8,7 @@
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
 #include "passes/op_chain.h"
+#include "passes/pass_options.h"
 #include "rewrite/capture.h"
 
 namespace fxopt {
@@ -27,15 +28,6 @@ const char* const kWhat = "weight-only quantized Linear";
 constexpr RecordKey<bool> kCast{"cast"};
 constexpr RecordKey<int64_t> kBits{"bits"};
 constexpr RecordKey<bool> kOwnKernel{"own_kernel"};  // fxopt's kernel, not ATen's
-
-// An integer option, `fallback` when absent; throws naming it if it is not an integer.
-int64_t integer_option(const Dict& options, std::string_view name, int64_t fallback) {
-  const Arg* value = options.find(name);
-  if (!value) return fallback;
-  if (!value->is<int64_t>())
-    throw std::invalid_argument("option '" + std::string(name) + "' must be an integer");
-  return value->as<int64_t>();
-}
 
 // The product a chain calls.
 Symbol product(int64_t bits, bool own_kernel) {
@@ -68,18 +60,16 @@ QuantizeLinearsWeightOnly::QuantizeLinearsWeightOnly(std::string activation, Arg
 }
 
 std::unique_ptr<Pass> QuantizeLinearsWeightOnly::from_options(const Dict& options) {
-  const Arg* activation = options.find("activation");
-  if (!activation || !activation->is<std::string>())
-    throw std::invalid_argument("option 'activation' must be a string");
+  std::string activation = string_option(options, "activation");
   const Arg* activation_dtype = options.find("activation_dtype");
   const Arg* float32_dtype = options.find("float32_dtype");
-  bool cast = activation->as<std::string>() != "float32";
+  bool cast = activation != "float32";
   if (cast && (!activation_dtype || !activation_dtype->is<Opaque>() || !float32_dtype ||
                !float32_dtype->is<Opaque>()))
     throw std::invalid_argument(
         "options 'activation_dtype' and 'float32_dtype' must be torch dtype objects");
   return std::make_unique<QuantizeLinearsWeightOnly>(
-      activation->as<std::string>(), activation_dtype ? *activation_dtype : Arg(None{}),
+      activation, activation_dtype ? *activation_dtype : Arg(None{}),
       float32_dtype ? *float32_dtype : Arg(None{}), int(integer_option(options, "bits", 8)),
       integer_option(options, "group_size", 32));
 }

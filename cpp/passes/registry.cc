@@ -18,6 +18,7 @@
 #include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
 #include "passes/move_activation_before_reshape.h"
+#include "passes/pass_options.h"
 #include "passes/quantize_convs_int8.h"
 #include "passes/quantize_linears_int8.h"
 #include "passes/quantize_linears_weight_only.h"
@@ -32,14 +33,6 @@ namespace {
 template <class P>
 std::unique_ptr<Pass> make_plain(const Dict&) {
   return std::make_unique<P>();
-}
-
-// A string option; throws naming it if it is missing or not a string.
-std::string string_option(const Dict& options, std::string_view name) {
-  const Arg* value = options.find(name);
-  if (!value || !value->is<std::string>())
-    throw std::invalid_argument("option '" + std::string(name) + "' must be a string");
-  return value->as<std::string>();
 }
 
 }  // namespace

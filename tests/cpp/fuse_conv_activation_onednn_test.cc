@@ -15,10 +15,6 @@ class FuseConvActivationOneDnnTest : public ::testing::Test, protected testing::
     return run_pass(FuseConvActivationOneDnn(std::move(dtypes)), program, edits, ops, kSig,
                     reverse);
   }
-  Node* shaped(Node* node, std::vector<int64_t> shape) {
-    program.graph.set_value_info(node, "float32", std::move(shape), "cpu");
-    return node;
-  }
   std::vector<Node*> fused() {
     return program.graph.find(NodeKind::CallFunction, Symbol::intern(kConv));
   }

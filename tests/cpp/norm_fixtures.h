@@ -91,6 +91,12 @@ class NormFixture : public LinearFixture {
     return reads;
   }
 
+  // `node` with float32 CPU value info of `shape` (what ShapeProp would have recorded).
+  Node* shaped(Node* node, std::vector<int64_t> shape) {
+    program.graph.set_value_info(node, "float32", std::move(shape), "cpu");
+    return node;
+  }
+
   // Every live node as "name=kind:target(args)", to compare graphs before and after a reverse.
   std::vector<std::string> structure() const {
     std::vector<std::string> out;

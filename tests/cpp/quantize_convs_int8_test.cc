@@ -17,10 +17,6 @@ class QuantizeConvsInt8Test : public ::testing::Test, protected testing::NormFix
     return run_pass(QuantizeConvsInt8(std::move(scales), "float32", choose_only), program, edits,
                     ops, kSig, reverse);
   }
-  Node* shaped(Node* node, std::vector<int64_t> shape) {
-    program.graph.set_value_info(node, "float32", std::move(shape), "cpu");
-    return node;
-  }
   std::vector<Node*> calls() {
     return program.graph.find(NodeKind::CallFunction, Symbol::intern(kCall));
   }

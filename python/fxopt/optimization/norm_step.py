@@ -37,11 +37,11 @@ def _forwards() -> frozenset[Any]:
     return frozenset(found)
 
 
-def applies_to(module: nn.Module) -> bool:
-    """Whether `module` runs one of the RMSNorm forwards this replaces, with its usual state."""
+def applies_to(module: nn.Module, forwards: frozenset[Any]) -> bool:
+    """Whether `module` runs one of the RMSNorm `forwards` (`_forwards()`), with its usual state."""
     return (
         "forward" not in module.__dict__
-        and type(module).forward in _forwards()
+        and type(module).forward in forwards
         and isinstance(getattr(module, "weight", None), torch.Tensor)
         and isinstance(getattr(module, "variance_epsilon", None), float)
     )
@@ -68,8 +68,9 @@ class RmsNormStep(InstalledForward):
 def install(model: nn.Module) -> tuple[str, ...]:
     """Gives each RMSNorm module of `model` that `applies_to` the kernel's forward; their names."""
     names = []
+    forwards = _forwards()
     for name, module in model.named_modules():
-        if applies_to(module):
+        if applies_to(module, forwards):
             module.forward = RmsNormStep(module)  # type: ignore[method-assign]
             names.append(name)
     return tuple(names)
