@@ -37,6 +37,10 @@ alone on that batch (64 sentences padded to the longest): eager, optimize_model 
 object encode calls) and the whole model as one `fxopt.optimize(..., "fast")` graph traced at that
 batch, which is the speed optimize_model's per-layer graphs aim for.
 
+`--images` adds ResNet-50 (random weights) at one 224x224 image: eager, the model object
+under optimize_model `fast` (an image-classification pipeline's path: its stages are blocks) and
+one whole-model `fast` graph.
+
 Run: `python bench/generate.py` (5 rounds; about 10 minutes on a quiet 2-core machine);
 `--threads 2`, `--rounds N`, `--models llama`. Writes bench/results/generate_t<threads>.md.
 `--device cuda` runs the models on a GPU (each timing waits for it); torchao's CPU variants and
@@ -287,6 +291,51 @@ def bench_sentence_transformers(rounds: int) -> list[str]:
     return lines + ["", *forward_rows]
 
 
+def bench_image_classifier(rounds: int) -> list[str]:
+    """ResNet-50 (random weights) as an image-classification pipeline calls it: eager, the model
+    object under optimize_model `fast` (its stages are blocks) and one whole-model `fast` graph."""
+    from fxopt.cli import models
+
+    loaded = models.load_model("resnet50")
+    inputs = models.make_inputs(loaded, 1, 0)
+    eager = loaded.model
+    start = time.perf_counter()
+    graph = fxopt.optimize(eager, "fast", example_inputs=inputs)
+    graph_s = time.perf_counter() - start
+    optimized = copy.deepcopy(eager)
+    start = time.perf_counter()
+    fxopt.optimize_model(optimized, "fast")
+    with torch.inference_mode():
+        optimized(**inputs)  # prepares the blocks' graphs
+    model_s = time.perf_counter() - start
+    runs = {"eager": eager, "optimize_model fast": optimized, "one fast graph (fxopt.optimize)": graph}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.inference_mode():
+        reference = eager(**inputs).logits.double()
+        cosines = {
+            name: float(torch.nn.functional.cosine_similarity(run(**inputs).logits.double(), reference).min())
+            for name, run in runs.items()
+        }
+        for _ in range(2 * rounds):
+            for name, run in runs.items():
+                times[name].append(timed(lambda: run(**inputs)))
+    lines = [
+        "### ResNet-50 (random weights), one 224x224 image, as an image-classification pipeline calls it",
+        "",
+        "| variant | median ms | vs eager | cosine | preparation s |",
+        "|---|---|---|---|---|",
+    ]
+    preparation = {"eager": 0.0, "optimize_model fast": model_s, "one fast graph (fxopt.optimize)": graph_s}
+    for name, spent in times.items():
+        ratios = [e / t for e, t in zip(times["eager"], spent)]
+        lines.append(
+            f"| {name} | {statistics.median(spent) * 1e3:.1f} | "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | {cosines[name]:.5f} | "
+            f"{preparation[name]:.2f} |"
+        )
+    return lines + [""]
+
+
 def _encoder_forward(eager: Any, optimized: Any, sentences: list[str], rounds: int) -> list[str]:
     """The transformer's forward on encode()'s batch: eager, the optimize_model'd object, and one
     whole-model `fast` graph traced at that batch."""
@@ -333,6 +382,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-sentences", action="store_true")
+    parser.add_argument("--images", action="store_true", help="also ResNet-50 as an image pipeline calls it")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -347,6 +397,8 @@ def main() -> None:
         lines += bench_model(name, args.variants.split(","), args.rounds)
     if not args.no_sentences and DEVICE.type == "cpu":
         lines += bench_sentence_transformers(args.rounds)
+    if args.images and DEVICE.type == "cpu":
+        lines += bench_image_classifier(args.rounds)
     lines.append(load_line())
     text = "\n".join(lines) + "\n"
     print(text)
