@@ -4,12 +4,12 @@
 object and read its config, so the object itself must stay: only the forwards of its
 Linear-heavy blocks change. A block is a submodule whose forward takes one tensor and holds at
 least one Linear or 2-D convolution (an MLP, a lone projection, a transformers Conv1D, a CNN's
-stage); a decoder's attention,
-whose forward takes the KV cache, masks and positions, stays eager, and its projections become
-blocks of their own. An encoder's layer runs as one graph over its blocks where that measured
-faster (layer_forward.py). Each block is traced once (symbolic, so sizes stay dynamic) and optimized once per input
-rank, dtype and size class (a decoding step of a few tokens, or more), on its first call: one
-graph then serves every sequence and cache length, so decoding never retraces. A decoding preset
+stage); a decoder's attention, whose forward takes the KV cache, masks and positions, stays
+eager, and its projections become blocks of their own. An encoder's layer runs as one graph over
+its blocks where that measured faster (layer_forward.py). Each block is traced once (symbolic,
+so sizes stay dynamic) and optimized once per input rank, dtype and size class (a decoding step
+of a few tokens, or more), on its first call: one graph then serves every sequence and cache
+length, so decoding never retraces. A decoding preset
 names the preset its prompts' graphs run (`Preset.prompts`: `decode` quantizes weights for the
 one-token steps and runs prompts with `fast`). Each graph is
 timed against the block's own forward on that first input (on a cold cache, as inside the
@@ -128,10 +128,7 @@ class OptimizedForward(InstalledForward):
     def __call__(self, x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return self.original(x)
-        run = self.graph_for(x)
-        if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
-            self.uninstall()  # nothing left to run here: see the class
-        return run(x)
+        return self.graph_for(x)(x)
 
     def graph_for(self, *inputs: torch.Tensor) -> Any:
         """What runs `inputs` (the main tensor first): the graph of their size class, prepared
@@ -149,6 +146,8 @@ class OptimizedForward(InstalledForward):
                 if not key[3]:
                     copies = MANY_ROWS // _rows(inputs[0]) + 1
                     self._prepare_also(*(torch.cat([t] * copies) for t in inputs))
+            if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
+                self.uninstall()  # nothing left to run here (see the class); no-op where not installed
         return run
 
     def _prepare_also(self, *inputs: torch.Tensor) -> None:
