@@ -14,12 +14,15 @@ from fxopt.optimization.layer_forward import LayerForward
 from fxopt.optimization.model import OptimizedForward
 
 
-def tiny_bert(**options: object) -> transformers.BertModel:
-    config = transformers.BertConfig(
+def tiny_config(**options: object) -> transformers.BertConfig:
+    return transformers.BertConfig(
         vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, **options
     )
+
+
+def tiny_bert() -> transformers.BertModel:
     torch.manual_seed(0)
-    return transformers.BertModel(config).eval()
+    return transformers.BertModel(tiny_config()).eval()
 
 
 def batch(rows: int, length: int, padded: int = 0) -> dict[str, torch.Tensor]:
@@ -154,16 +157,8 @@ def test_a_layer_that_does_not_trace_keeps_its_blocks(monkeypatch: pytest.Monkey
 def test_calls_with_more_than_states_and_mask_run_the_layers_own_forward(rewrites_win: None) -> None:
     """BERT as a decoder: generate() passes the cache, so its layers run their own forwards over
     their blocks, and the greedy tokens stay float32's."""
-    config = transformers.BertConfig(
-        vocab_size=128,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        is_decoder=True,
-    )
     torch.manual_seed(0)
-    model = transformers.BertLMHeadModel(config).eval()
+    model = transformers.BertLMHeadModel(tiny_config(is_decoder=True)).eval()
     prompt = torch.randint(1, 128, (1, 6), generator=torch.Generator().manual_seed(3))
     expected = model.generate(prompt, max_new_tokens=8, do_sample=False)
     fxopt.optimize_model(model)
