@@ -98,15 +98,16 @@ void bind_kernels(nb::module_& m) {
   m.def(
       "quantize_rows_int8",
       [](uintptr_t x, bool bfloat16, int64_t rows, int64_t k, uintptr_t q, uintptr_t scales,
-         int threads) {
+         int threads, int max_level) {
         quantize_rows_int8(at<const void>(x), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
-                           rows, k, at<int8_t>(q), at<float>(scales), threads);
+                           rows, k, at<int8_t>(q), at<float>(scales), threads, max_level);
       },
       nb::arg("x"), nb::arg("bfloat16"), nb::arg("rows"), nb::arg("k"), nb::arg("q"),
-      nb::arg("scales"), nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      nb::arg("scales"), nb::arg("threads"), nb::arg("max_level") = 127,
+      nb::call_guard<nb::gil_scoped_release>(),
       "q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if "
-      "`bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data "
-      "addresses of contiguous arrays.");
+      "`bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level "
+      "(kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.");
   m.def(
       "rms_norm",
       [](uintptr_t x, int64_t rows, int64_t n, uintptr_t weight, float eps, uintptr_t y) {

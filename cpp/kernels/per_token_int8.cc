@@ -33,16 +33,16 @@ int8_t to_int8(float v) {  // v is already rounded; NaN (a NaN row) becomes 0, n
   return std::isnan(v) ? 0 : int8_t(std::clamp(v, -128.0f, 127.0f));
 }
 
-// The scale of a row whose largest magnitude is `peak`.
-float row_scale(float peak) { return std::max(peak / 127.0f, kFloatMin); }
+// The scale of a row whose largest magnitude is `peak`, mapped to `max_level`.
+float row_scale(float peak, float max_level) { return std::max(peak / max_level, kFloatMin); }
 
 void quantize_portable(const void* x, RowDtype dtype, int64_t k, int8_t* q, float* scales,
-                       int64_t begin, int64_t end) {
+                       float max_level, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const void* row = row_at(x, dtype, r * k);
     float peak = 0.0f;
     for (int64_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
-    float s = scales[r] = row_scale(peak);
+    float s = scales[r] = row_scale(peak, max_level);
     for (int64_t i = 0; i < k; ++i) q[r * k + i] = to_int8(std::nearbyint(load(row, dtype, i) / s));
   }
 }
@@ -95,7 +95,7 @@ FXOPT_AVX512 __m512 load16(const void* row, RowDtype dtype, int64_t i) {
 }
 
 FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, int64_t k, int8_t* q,
-                                  float* scales, int64_t begin, int64_t end) {
+                                  float* scales, float max_level, int64_t begin, int64_t end) {
   int64_t vector_end = k - k % 16;
   for (int64_t r = begin; r < end; ++r) {
     const void* row = row_at(x, dtype, r * k);
@@ -104,7 +104,7 @@ FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, int64_t k, int8
       peaks = _mm512_max_ps(peaks, _mm512_abs_ps(load16(row, dtype, i)));
     float peak = _mm512_reduce_max_ps(peaks);
     for (int64_t i = vector_end; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
-    float s = scales[r] = row_scale(peak);
+    float s = scales[r] = row_scale(peak, max_level);
     __m512 divisor = _mm512_set1_ps(s);
     int8_t* out = q + r * k;
     for (int64_t i = 0; i < vector_end; i += 16) {
@@ -212,13 +212,16 @@ Activation activation_named(std::string_view name) {
 }
 
 void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
-                        float* scales, int threads) {
+                        float* scales, int threads, int max_level) {
+  if (max_level < 1 || max_level > 127)
+    throw std::invalid_argument("quantize_rows_int8 needs max_level in [1, 127]");
+  const float level = float(max_level);
   split_rows(rows, k * (dtype == RowDtype::Float32 ? 4 : 2), threads, 1,
              [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
-               if (has_avx512()) return quantize_avx512(x, dtype, k, q, scales, begin, end);
+               if (has_avx512()) return quantize_avx512(x, dtype, k, q, scales, level, begin, end);
 #endif
-               quantize_portable(x, dtype, k, q, scales, begin, end);
+               quantize_portable(x, dtype, k, q, scales, level, begin, end);
              });
 }
 

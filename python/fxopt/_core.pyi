@@ -210,9 +210,9 @@ def decode_attention(q: int, heads: int, d: int, k: int, v: int, kv_heads: int, 
     out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against kv_heads blocks of length rows of keys and values, head_stride floats apart (kernels/decode_attention.h); arguments are data addresses.
     """
 
-def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales: int, threads: int) -> None:
+def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales: int, threads: int, max_level: int = 127) -> None:
     """
-    q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
+    q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
     """
 
 def rms_norm(x: int, rows: int, n: int, weight: int, eps: float, y: int) -> None:

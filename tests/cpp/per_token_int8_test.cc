@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/bfloat16.h"
@@ -24,11 +26,12 @@ std::vector<float> activations(int64_t rows, int64_t k) {
 
 // The definition, in float32 as ATen's ops compute it.
 void expect_quantized_as_defined(const std::vector<float>& x, int64_t rows, int64_t k,
-                                 const std::vector<int8_t>& q, const std::vector<float>& scales) {
+                                 const std::vector<int8_t>& q, const std::vector<float>& scales,
+                                 float max_level = 127.0f) {
   for (int64_t r = 0; r < rows; ++r) {
     float peak = 0;
     for (int64_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(x[r * k + i]));
-    float s = std::max(peak / 127.0f, std::numeric_limits<float>::min());
+    float s = std::max(peak / max_level, std::numeric_limits<float>::min());
     ASSERT_EQ(scales[r], s) << "row " << r;
     for (int64_t i = 0; i < k; ++i)
       ASSERT_EQ(q[r * k + i], int8_t(std::nearbyint(x[r * k + i] / s))) << r << ", " << i;
@@ -52,6 +55,22 @@ TEST(PerTokenInt8, QuantizesFloat32AndBfloat16RowsAsDefined) {
     quantize_rows_int8(halves.data(), RowDtype::Bfloat16, rows, k, q.data(), scales.data());
     expect_quantized_as_defined(x, rows, k, q, scales);
   }
+}
+
+// Weights quantized for a kernel that needs 7-bit values (fbgemm's reduce_range) map each row's
+// largest magnitude to 63; a level outside [1, 127] is refused.
+TEST(PerTokenInt8, QuantizesToASmallerLevel) {
+  const int64_t rows = 6, k = 37;
+  std::vector<float> x = activations(rows, k);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> scales(rows);
+  quantize_rows_int8(x.data(), RowDtype::Float32, rows, k, q.data(), scales.data(), 2, 63);
+  expect_quantized_as_defined(x, rows, k, q, scales, 63.0f);
+  EXPECT_EQ(*std::max_element(q.begin(), q.end()), 63);
+  for (int level : {0, 128})
+    EXPECT_THROW(
+        quantize_rows_int8(x.data(), RowDtype::Float32, rows, k, q.data(), scales.data(), 1, level),
+        std::invalid_argument);
 }
 
 // A row whose largest magnitude is 127 has scale 1: halves round to the even neighbour.

@@ -63,10 +63,12 @@ def test_decode_preset_prepares_each_block_once_and_stays_close() -> None:
         reference = model(expected).logits
     fxopt.optimize_model(model, "decode", calibration=PROMPT)
     forwards = [m.forward for m in model.modules() if isinstance(m.__dict__.get("forward"), OptimizedForward)]
-    # The calibration prepared the prefill's size class, the one-token steps' and many rows'.
-    assert forwards and all(len(f.graphs) == 3 for f in forwards)
+    # The calibration prepared the prefill's size class, the one-token steps' and many rows';
+    # q, k and v (whose steps the attention's stacked projection runs) no steps' class.
+    classes = [len(f.graphs) for f in forwards]
+    assert forwards and classes == [3 if f.steps_ahead else 2 for f in forwards] and 2 in classes
     tokens = greedy(model, PROMPT, 24)  # prefill of 12 tokens, then 23 steps of one
-    assert all(len(f.graphs) == 3 for f in forwards)  # no step prepared (traced) anything again
+    assert [len(f.graphs) for f in forwards] == classes  # no step prepared (traced) anything again
     # Teacher-forced, on the tokens float32 chose: random weights give nearly tied logits, so
     # free-running greedy decoding diverges at the first flipped token and compares nothing after.
     with torch.no_grad():
@@ -116,6 +118,44 @@ def test_blocks_whose_graphs_measured_no_faster_get_their_own_forward_back(monke
     assert torch.equal(greedy(model, PROMPT), expected)
     fxopt.restore_model(model)
     assert mlp.__dict__["forward"] == own and torch.equal(greedy(model, PROMPT), expected)
+
+
+def test_a_trace_that_computes_otherwise_is_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A symbolic trace fixes what a block reads outside its input (a scale set after
+    optimize_model traced it): the first call finds the trace computing otherwise (on the
+    prompt's first row) and the block runs its own forward; a block whose trace holds runs its
+    graphs."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj, self.scale = torch.nn.Linear(16, 16), 1.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.proj(x) * self.scale
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.changed, self.kept = Scaled(), Scaled()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.kept(self.changed(x))
+
+    monkeypatch.setattr(fxopt.tuning.current(), "prefers_rewrite", lambda *args: True)
+    torch.manual_seed(0)
+    model, x = Model().eval(), torch.randn(1, 12, 16)
+    fxopt.optimize_model(model, "decode")
+    assert set(optimized_blocks(model)) == {"changed", "kept"}
+    model.changed.scale = 2.0
+    with torch.no_grad():
+        expected = Scaled.forward(model.kept, Scaled.forward(model.changed, x))
+        out = model(x)
+    torch.testing.assert_close(out, expected, rtol=2e-2, atol=2e-2)  # decode's prompts: bfloat16
+    assert "forward" not in model.changed.__dict__  # every class prepared ran its own forward
+    kept = model.kept.__dict__["forward"]
+    assert isinstance(kept, OptimizedForward) and all(run != kept.original for run in kept.graphs.values())
+    fxopt.restore_model(model)
 
 
 def test_a_first_small_call_does_not_decide_for_many_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -479,6 +519,9 @@ def test_attention_steps_run_as_one_call_with_the_same_logits(architecture: str,
     assert all(isinstance(s, attention_step.AttentionStep) and s.project for s in steps)
     gc.collect()
     assert len(stacked) == (0 if architecture == "gpt2" else layers) and all(ref() is None for ref in stacked)
+    if architecture != "gpt2":  # q, k and v's own steps' graphs are left until a step needs them
+        projection = attention_modules(model)[0].k_proj.__dict__["forward"]
+        assert isinstance(projection, OptimizedForward) and not any(key[2] for key in projection.graphs)
 
     tokens = greedy(twin, PROMPT, 16)
     runs: list[int] = []

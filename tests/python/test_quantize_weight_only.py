@@ -155,18 +155,21 @@ def test_fxopts_kernels_split_rows_over_threads_with_the_same_results() -> None:
 
 
 @pytest.mark.parametrize("max_level", [127, 63])
-def test_rows_quantize_to_their_definition_in_blocks(max_level: int) -> None:
-    """quantize_rows_int8 works a few rows at a time: blocks and a partial last one give what the
-    whole-weight formula gives, a zero row included."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rows_quantize_to_their_definition_in_blocks(max_level: int, dtype: torch.dtype) -> None:
+    """quantize_rows_int8 gives what the whole-weight formula gives, a zero row included: through
+    fxopt's kernel (float32 on the CPU, a transposed weight too) and through ATen's ops a few
+    rows at a time (any other dtype or device: blocks and a partial last one)."""
     from fxopt.engine import tensor_ops
 
-    weight = torch.randn(tensor_ops._QUANTIZE_BLOCK // 96 * 3 + 5, 96) * 3
+    weight = (torch.randn(96, tensor_ops._QUANTIZE_BLOCK // 96 * 3 + 5) * 3).t().to(dtype)
     weight[7] = 0
     values, scales = tensor_ops.TorchTensorOps().quantize_rows_int8(weight, max_level)
-    expected_scales = (weight.abs().amax(1) / max_level).clamp_min(torch.finfo(torch.float32).tiny)
+    expected_scales = (weight.abs().amax(1) / max_level).clamp_min(torch.finfo(torch.float32).tiny).float()
     assert torch.equal(scales, expected_scales)
     assert torch.equal(values, torch.round(weight / expected_scales[:, None]).to(torch.int8))
     assert int(values.abs().amax()) == max_level and not values[7].any()
+    assert values.is_contiguous()
 
 
 def test_fxopts_int4_kernel_refuses_what_it_cannot_read() -> None:

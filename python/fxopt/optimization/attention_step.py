@@ -52,12 +52,12 @@ class _StackedProjections(nn.Module):
         super().__init__()
         parts = [attention.q_proj, attention.k_proj, attention.v_proj]
         weight = torch.cat([p.weight.detach() for p in parts])
-        self.proj = nn.Linear(weight.shape[1], weight.shape[0], bias=parts[0].bias is not None)
-        self.proj.to(weight.device, weight.dtype)
-        with torch.no_grad():
-            self.proj.weight.copy_(weight)
-            if self.proj.bias is not None:
-                self.proj.bias.copy_(torch.cat([p.bias.detach() for p in parts]))
+        # On the meta device: a Linear's random initialisation, overwritten at once, took a
+        # tenth of a 95M Llama's preparation.
+        self.proj = nn.Linear(weight.shape[1], weight.shape[0], bias=parts[0].bias is not None, device="meta")
+        self.proj.weight = nn.Parameter(weight)
+        if parts[0].bias is not None:
+            self.proj.bias = nn.Parameter(torch.cat([p.bias.detach() for p in parts]))
         self.eval()  # the model is (decoding steps run only for modules not in training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -69,6 +69,7 @@ class _Llama:
     q, k, v and o projections, rotary embedding from the decoder layer's (cos, sin)."""
 
     children = frozenset({"q_proj", "k_proj", "v_proj", "o_proj"})
+    stacked = ("q_proj", "k_proj", "v_proj")  # whose steps the stacked projection runs
     rotary = True
 
     def __init__(self, arguments: Callable[[Any], dict[str, Any]]) -> None:
@@ -100,6 +101,7 @@ class _Gpt2:
     its own), c_proj, dropouts that are identities in eval mode."""
 
     children = frozenset({"c_attn", "c_proj", "attn_dropout", "resid_dropout"})
+    stacked: tuple[str, ...] = ()
     rotary = False
 
     def fits(self, module: Any) -> bool:

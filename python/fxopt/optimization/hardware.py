@@ -7,6 +7,7 @@ slower than float32 on one without.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Iterable
@@ -60,6 +61,7 @@ BENCH_FLAGS = ("avx2", "avx512_f", "avx512_vnni", "avx_vnni", "avx512_bf16", "am
 """The CPU features that decide which kernels pay, named in every benchmark and cache key."""
 
 
+@functools.cache
 def capabilities() -> dict[str, object]:
     """torch's own reading of this CPU (name, cache sizes, instruction-set flags)."""
     cpu = getattr(torch._C, "_cpu", None)
@@ -67,6 +69,7 @@ def capabilities() -> dict[str, object]:
     return info if isinstance(info, dict) else {}
 
 
+@functools.cache
 def cpu_model() -> str:
     """The CPU's model name as the OS reports it (torch's own name is often only the vendor's)."""
     try:
@@ -125,6 +128,7 @@ LAST_LEVEL_CACHE_GUESS = 32 << 20
 measured (a Zen 4's, 32 MiB)."""
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
     """The size of the largest cache the OS lists for CPU 0 (the L3 a core shares), in bytes."""
     sizes = [0]

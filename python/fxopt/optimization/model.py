@@ -39,6 +39,7 @@ from .. import tuning
 from ..engine import bridge
 from ..runtime import decode_attention, kv_cache
 from ..tracing.dummy_inputs import Inputs
+from ..tracing.quiet import torch_diagnostics_hidden
 from ..tracing.trace import trace
 from . import hardware, layer_forward, norm_step
 from .presets import get_preset
@@ -124,6 +125,9 @@ class OptimizedForward(InstalledForward):
         self.tensors: list[torch.Tensor] = []  # what this block's graphs made, for _share_tensors
         self.own = {id(t) for t in itertools.chain(traced.parameters(), traced.buffers())}
         self.graphs: dict[tuple[int, torch.dtype, bool, bool], Any] = {}
+        # False for a projection whose one-token steps another forward runs (attention_step.py's
+        # stacked q, k, v): its steps' graph is then prepared only if a step ever reaches it.
+        self.steps_ahead = True
 
     def __call__(self, x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
@@ -141,7 +145,7 @@ class OptimizedForward(InstalledForward):
             if not key[2] and inputs[0].dim() >= 2:
                 # Tokens only ([batch,] sequence, features): an image's rows are no decoding
                 # step; and the rows of other inputs (a mask) would not follow.
-                if len(inputs) == 1 and inputs[0].dim() <= 3:
+                if self.steps_ahead and len(inputs) == 1 and inputs[0].dim() <= 3:
                     self._prepare_also(inputs[0].narrow(-2, 0, 1))
                 if not key[3]:
                     copies = MANY_ROWS // _rows(inputs[0]) + 1
@@ -162,10 +166,14 @@ class OptimizedForward(InstalledForward):
         # tables, not the user's model, whose state_dict and save_pretrained stay as they were.
         graph = sharing_copy(self.traced)
         with torch.no_grad():
-            # One run of the graph both records sizes and dtypes, which the passes need, and
-            # gives its output to compare (GPT-2's prompt: a forward of each block saved).
+            # One run of the graph records sizes and dtypes, which the passes need. A trace
+            # computes what the block does on these inputs if it does on their first row (probe):
+            # a symbolic trace cannot take a branch by an input's size or values, only fix one
+            # by state outside them. Two float32 runs of every block at a prompt's size were a
+            # fifth of a 95M Llama's preparation.
             traced = ShapeProp(graph).propagate(*inputs)
-            if not _same(traced, self.exact(*inputs)):
+            probe = _probe(inputs)
+            if not _same(traced if probe is inputs else graph(*probe), self.exact(*probe)):
                 return self.original
         name = self.preset if _size_class(inputs[0])[2] else self.prompt_preset
         transformation: Transformation = build_preset(name, inplace=True, device=inputs[0].device)
@@ -188,6 +196,15 @@ class OptimizedForward(InstalledForward):
             return self.original
         _share_tensors(optimized, self.tensors, self.own)  # a graph kept: nothing held in vain
         return run
+
+
+def _probe(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """What a trace is checked on: a sequence's first row where the inputs are tokens only
+    ([batch,] sequence, features: the rows a decoding step takes), else the inputs themselves."""
+    x = inputs[0]
+    if len(inputs) == 1 and 2 <= x.dim() <= 3 and x.shape[-2] > 1:
+        return (x.narrow(-2, 0, 1),)
+    return inputs
 
 
 def _size_class(x: torch.Tensor) -> tuple[int, torch.dtype, bool, bool]:
@@ -318,7 +335,11 @@ def _install_attention_steps(model: nn.Module, preset: str, model_bytes: int) ->
     names = []
     for name, module in model.named_modules():
         if applies_to(module):
-            module.forward = AttentionStep(module, prepare)  # type: ignore[method-assign]
+            step = module.forward = AttentionStep(module, prepare)  # type: ignore[method-assign]
+            for projection in step.layout.stacked:
+                forward = module.get_submodule(projection).__dict__.get("forward")
+                if isinstance(forward, OptimizedForward):
+                    forward.steps_ahead = False
             names.append(name)
     return tuple(names)
 
@@ -342,7 +363,8 @@ def optimize_model(model: ModelT, preset: str = "default", *, calibration: Input
     build_preset(preset)  # an unknown preset fails here, not on the first call
     installed: list[str] = []
     model_bytes = tuning.weight_bytes(itertools.chain(model.parameters(), model.buffers()))
-    _install(model, "", preset, installed, model_bytes)
+    with torch_diagnostics_hidden():  # once for all the blocks' traces
+        _install(model, "", preset, installed, model_bytes)
     object.__setattr__(model, _MARK, tuple(installed))
     object.__setattr__(model, _LAYERS, _install_layers(model, preset, model_bytes))
     # A GPU copies a step's cache in microseconds, and the hook's Python cost more: GPT-2 on an

@@ -6,7 +6,8 @@ example's size 1, a guard that failed to simplify, with a 44-line stack from
 that succeeds, none of it is the user's business: what matters reaches them as a TraceWarning
 (fixed sizes, a fallback), and a trace that fails raises with the tracer's error. The loggers
 are torch's, so their handlers write to the stderr torch saw at import: only raising their
-levels hides them.
+levels hides them. Setting a level clears every logger's cache (transformers registers hundreds),
+so nested uses (optimize_model traces each block inside one) set them once.
 """
 
 from __future__ import annotations
@@ -27,9 +28,18 @@ _LOGGERS = (
 )
 
 
+_hidden = False
+"""True while a torch_diagnostics_hidden context is open."""
+
+
 @contextlib.contextmanager
 def torch_diagnostics_hidden() -> Iterator[None]:
     """Within: torch's tracing loggers show errors only, and warnings torch issues are ignored."""
+    global _hidden
+    if _hidden:
+        yield
+        return
+    _hidden = True
     loggers = [logging.getLogger(name) for name in _LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -39,5 +49,6 @@ def torch_diagnostics_hidden() -> Iterator[None]:
             warnings.filterwarnings("ignore", module=r"torch(\.|$)")
             yield
     finally:
+        _hidden = False
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
