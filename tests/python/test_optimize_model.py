@@ -271,12 +271,14 @@ def graph_tensors(forward: OptimizedForward, key: tuple[int, torch.dtype, bool, 
 
 
 @pytest.mark.parametrize("preset", ["default", "decode"])
-def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str) -> None:
+def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The float32 weights a pass replaced (by transposed, int8 or bfloat16 copies) are not kept:
     these graphs are never reversed. And a copy both size classes' graphs made (GPT-2's
-    transposed Conv1D weight) is one tensor: GPT-2 held 1.0 GB of new tensors under `decode`,
-    0.35 GB now."""
+    transposed Conv1D weight) is one tensor, made once: GPT-2 held 1.0 GB of new tensors under
+    `decode`, 0.35 GB now."""
     from conftest import tiny_gpt2_config
+
+    from fxopt.engine.tensor_ops import TorchTensorOps
 
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(tiny_gpt2_config()).eval()
@@ -284,7 +286,15 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str) -> N
     expected = greedy(model, prompt)
     with torch.no_grad():
         reference = model(prompt).logits
+    transposes: list[torch.Tensor] = []
+    transpose = TorchTensorOps.transpose
+    monkeypatch.setattr(
+        TorchTensorOps, "transpose", lambda self, *args: transposes.append(transpose(self, *args)) or transposes[-1]
+    )
     fxopt.optimize_model(model, preset, calibration=prompt)
+    conv1d = [m for m in model.modules() if type(m).__name__ == "Conv1D"]
+    # Each class (prompt, steps, many rows) transposed every Conv1D weight, into one tensor.
+    assert len(transposes) == 3 * len(conv1d) and len({id(t) for t in transposes}) == len(conv1d)
     forward = model.transformer.h[0].mlp.forward
     assert isinstance(forward, OptimizedForward)
     # The prompt's class and the steps' (the many-rows class is the prompt's preset again).
@@ -307,6 +317,22 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str) -> N
     assert cosine > 0.999
     if preset == "default":
         assert torch.equal(greedy(model, prompt), expected)
+
+
+def test_a_transpose_is_reused_only_for_the_same_unchanged_tensor() -> None:
+    from fxopt.engine import tensor_ops
+
+    ops, weight, other = tensor_ops.TorchTensorOps(), torch.randn(4, 6), torch.randn(4, 6)
+    assert ops.transpose(weight, 0, 1) is not ops.transpose(weight, 0, 1)  # outside the context
+    with tensor_ops.transposes_reused():
+        first = ops.transpose(weight, 0, 1)
+        assert ops.transpose(weight, 0, 1) is first and first.is_contiguous()
+        assert ops.transpose(other, 0, 1) is not first
+        with torch.no_grad():
+            weight.mul_(2)  # a new version: transposed again
+        again = ops.transpose(weight, 0, 1)
+        assert again is not first and torch.equal(again, weight.t())
+    assert tensor_ops._transposed is None
 
 
 def test_decoding_attention_kernel_matches_sdpa() -> None:

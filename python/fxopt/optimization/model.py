@@ -36,7 +36,7 @@ from torch.fx import GraphModule
 from torch.fx.passes.shape_prop import ShapeProp
 
 from .. import tuning
-from ..engine import bridge
+from ..engine import bridge, tensor_ops
 from ..runtime import decode_attention, kv_cache
 from ..tracing.dummy_inputs import Inputs
 from ..tracing.quiet import torch_diagnostics_hidden
@@ -141,17 +141,22 @@ class OptimizedForward(InstalledForward):
         key = _size_class(inputs[0])
         run = self.graphs.get(key)
         if run is None:
-            run = self.graphs[key] = self.prepare(*inputs)
-            if not key[2] and inputs[0].dim() >= 2:
-                # Tokens only ([batch,] sequence, features): an image's rows are no decoding
-                # step; and the rows of other inputs (a mask) would not follow.
-                if self.steps_ahead and len(inputs) == 1 and inputs[0].dim() <= 3:
-                    self._prepare_also(inputs[0].narrow(-2, 0, 1))
-                if not key[3]:
-                    copies = MANY_ROWS // _rows(inputs[0]) + 1
-                    self._prepare_also(*(torch.cat([t] * copies) for t in inputs))
-            if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
-                self.uninstall()  # nothing left to run here (see the class); no-op where not installed
+            with tensor_ops.transposes_reused():
+                run = self._prepare_classes(key, inputs)
+        return run
+
+    def _prepare_classes(self, key: tuple[int, torch.dtype, bool, bool], inputs: tuple[torch.Tensor, ...]) -> Any:
+        run = self.graphs[key] = self.prepare(*inputs)
+        if not key[2] and inputs[0].dim() >= 2:
+            # Tokens only ([batch,] sequence, features): an image's rows are no decoding
+            # step; and the rows of other inputs (a mask) would not follow.
+            if self.steps_ahead and len(inputs) == 1 and inputs[0].dim() <= 3:
+                self._prepare_also(inputs[0].narrow(-2, 0, 1))
+            if not key[3]:
+                copies = MANY_ROWS // _rows(inputs[0]) + 1
+                self._prepare_also(*(torch.cat([t] * copies) for t in inputs))
+        if len(self.graphs) > 1 and all(graph is self.original for graph in self.graphs.values()):
+            self.uninstall()  # nothing left to run here (see the class); no-op where not installed
         return run
 
     def _prepare_also(self, *inputs: torch.Tensor) -> None:
