@@ -148,10 +148,9 @@ class OptimizedForward(InstalledForward):
     def _prepare_classes(self, key: tuple[int, torch.dtype, bool, bool], inputs: tuple[torch.Tensor, ...]) -> Any:
         run = self.graphs[key] = self.prepare(*inputs)
         if not key[2] and inputs[0].dim() >= 2:
-            # Tokens only ([batch,] sequence, features): an image's rows are no decoding
-            # step; and the rows of other inputs (a mask) would not follow.
-            if self.steps_ahead and len(inputs) == 1 and inputs[0].dim() <= 3:
-                self._prepare_also(inputs[0].narrow(-2, 0, 1))
+            step = _probe(inputs)  # an image's rows are no decoding step, nor a mask's
+            if self.steps_ahead and step is not inputs:
+                self._prepare_also(*step)
             if not key[3]:
                 copies = MANY_ROWS // _rows(inputs[0]) + 1
                 self._prepare_also(*(torch.cat([t] * copies) for t in inputs))
@@ -204,8 +203,9 @@ class OptimizedForward(InstalledForward):
 
 
 def _probe(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """What a trace is checked on: a sequence's first row where the inputs are tokens only
-    ([batch,] sequence, features: the rows a decoding step takes), else the inputs themselves."""
+    """A sequence's first row where the inputs are tokens only ([batch,] sequence, features):
+    what a trace is checked on and what a decoding step's class is prepared from. Else the
+    inputs themselves."""
     x = inputs[0]
     if len(inputs) == 1 and 2 <= x.dim() <= 3 and x.shape[-2] > 1:
         return (x.narrow(-2, 0, 1),)
