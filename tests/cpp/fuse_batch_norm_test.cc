@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "norm_fixtures.h"
 #include "passes/fuse_batch_norm_in_conv.h"
+#include "tensor/batch_norm_fold.h"
 
 namespace fxopt {
 namespace {
@@ -225,6 +227,29 @@ TEST_F(FuseBatchNormInConvTest, Only2dLeavesOtherConvolutionsAlone) {
   ASSERT_EQ(result.skipped.size(), 1u);
   EXPECT_EQ(result.skipped[0].node, "batch_norm");
   EXPECT_EQ(result.skipped[0].reason, "folds only a Conv2d into a BatchNorm2d");
+}
+
+// Folding float32 parameters copies the weight once (the scaled weight itself): no cast to the
+// dtype it has, no reshape to the shape it has. The results are new tensors, the values those
+// of the definition.
+TEST_F(FuseBatchNormInConvTest, FoldCopiesAFloat32WeightOnce) {
+  TensorInfo weight = param({6, 4, 3, 3}), bias = param({6});
+  BatchNormStats bn{param({6}), positive({6}), param({6}), param({6}), 1e-5};
+  const uint64_t first = ops.make({1}, {0.0}, "float32").handle + 1;
+  FoldedParams folded = fold_into_outputs(ops, bn, weight, &bias, {weight.shape, {6, 1, 1, 1}});
+  const uint64_t end = ops.make({1}, {0.0}, "float32").handle;
+  int weight_sized = 0;
+  for (uint64_t h = first; h < end; ++h)
+    weight_sized += ops.values(TensorInfo{{}, "float32", "cpu", false, false, h}).size() == 216;
+  EXPECT_EQ(weight_sized, 1);
+  EXPECT_NE(folded.weight.handle, weight.handle);
+  EXPECT_NE(folded.bias.handle, bias.handle);
+  const std::vector<double>& w = ops.values(weight);
+  const std::vector<double>& out = ops.values(folded.weight);
+  for (int64_t c = 0; c < 6; ++c) {
+    double scale = ops.values(*bn.weight)[c] / std::sqrt(ops.values(bn.var)[c] + 1e-5);
+    for (int64_t i = 0; i < 36; ++i) EXPECT_NEAR(out[c * 36 + i], w[c * 36 + i] * scale, 1e-6);
+  }
 }
 
 }  // namespace
