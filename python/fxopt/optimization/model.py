@@ -164,8 +164,8 @@ class OptimizedForward(InstalledForward):
 
     def prepare(self, *inputs: torch.Tensor) -> Any:
         """The graph for inputs like these, or the original forward: if the preset changes
-        nothing, if the trace does not compute what the block does on them (a symbolic trace can
-        fix a branch the block takes by input), or if the graph is not faster on them."""
+        nothing, if the trace does not compute what the block does on them (a trace fixes what
+        the block read outside its input when traced), or if the graph is not faster on them."""
         # Passes store new tensors (an int8 weight) under their module's path: into the copy's
         # tables, not the user's model, whose state_dict and save_pretrained stay as they were.
         graph = sharing_copy(self.traced)
