@@ -98,16 +98,17 @@ void bind_kernels(nb::module_& m) {
   m.def(
       "quantize_rows_int8",
       [](uintptr_t x, bool bfloat16, int64_t rows, int64_t k, uintptr_t q, uintptr_t scales,
-         int threads, int max_level) {
+         int threads, int max_level, const std::vector<int64_t>& skipped) {
         quantize_rows_int8(at<const void>(x), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
-                           rows, k, at<int8_t>(q), at<float>(scales), threads, max_level);
+                           rows, k, at<int8_t>(q), at<float>(scales), threads, max_level, skipped);
       },
       nb::arg("x"), nb::arg("bfloat16"), nb::arg("rows"), nb::arg("k"), nb::arg("q"),
       nb::arg("scales"), nb::arg("threads"), nb::arg("max_level") = 127,
-      nb::call_guard<nb::gil_scoped_release>(),
+      nb::arg("skipped") = std::vector<int64_t>(), nb::call_guard<nb::gil_scoped_release>(),
       "q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if "
-      "`bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level "
-      "(kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.");
+      "`bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level, the "
+      "channels `skipped` read as zeros (kernels/per_token_int8.h); arguments are data addresses "
+      "of contiguous arrays.");
   m.def(
       "rms_norm",
       [](uintptr_t x, int64_t rows, int64_t n, uintptr_t weight, float eps, uintptr_t y) {
@@ -133,19 +134,25 @@ void bind_kernels(nb::module_& m) {
   m.def(
       "dequantize_rows_int32",
       [](uintptr_t acc, int64_t rows, int64_t n, uintptr_t row_scales, uintptr_t col_scales,
-         uintptr_t bias, uintptr_t y, bool bfloat16, int threads, const std::string& activation) {
+         uintptr_t bias, uintptr_t y, bool bfloat16, int threads, const std::string& activation,
+         const std::vector<int64_t>& outliers, uintptr_t x, int64_t k, uintptr_t outlier_weight) {
         Activation applied = activation_named(activation);
+        RowDtype dtype = bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32;
+        OutlierChannels channels{at<const void>(x), dtype, k, outliers,
+                                 at<const float>(outlier_weight)};
         nb::gil_scoped_release unlocked;
         dequantize_rows_int32(at<const int32_t>(acc), rows, n, at<const float>(row_scales),
                               at<const float>(col_scales), bias ? at<const float>(bias) : nullptr,
-                              at<void>(y), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
-                              threads, applied);
+                              at<void>(y), dtype, threads, applied,
+                              outliers.empty() ? nullptr : &channels);
       },
       nb::arg("acc"), nb::arg("rows"), nb::arg("n"), nb::arg("row_scales"), nb::arg("col_scales"),
       nb::arg("bias"), nb::arg("y"), nb::arg("bfloat16"), nb::arg("threads"),
-      nb::arg("activation") = "none",
-      "y[rows, n] = activation(acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n]) "
-      "(float32; bias address 0: none; activation none, relu, gelu, gelu_tanh or silu), written "
+      nb::arg("activation") = "none", nb::arg("outliers") = std::vector<int64_t>(),
+      nb::arg("x") = 0, nb::arg("k") = 0, nb::arg("outlier_weight") = 0,
+      "y[rows, n] = activation(acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n] "
+      "+ x[rows, k][:, outliers] @ outlier_weight[len(outliers), n]) (float32; bias address 0: "
+      "none; activation none, relu, gelu, gelu_tanh or silu; x in y's dtype), written "
       "as float32, or bfloat16 if `bfloat16` (kernels/per_token_int8.h); arguments are data "
       "addresses of contiguous arrays.");
   m.def("prefill_attention_bf16_available", &prefill_attention_bf16_available,

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/avx512_exp.h"
 #include "kernels/bfloat16.h"
@@ -36,14 +37,20 @@ int8_t to_int8(float v) {  // v is already rounded; NaN (a NaN row) becomes 0, n
 // The scale of a row whose largest magnitude is `peak`, mapped to `max_level`.
 float row_scale(float peak, float max_level) { return std::max(peak / max_level, kFloatMin); }
 
+// x[r][i] times kept[i] (1, or 0 for a skipped channel); kept may be null (none skipped).
+float load_kept(const void* row, RowDtype dtype, int64_t i, const float* kept) {
+  return kept ? load(row, dtype, i) * kept[i] : load(row, dtype, i);
+}
+
 void quantize_portable(const void* x, RowDtype dtype, int64_t k, int8_t* q, float* scales,
-                       float max_level, int64_t begin, int64_t end) {
+                       float max_level, const float* kept, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const void* row = row_at(x, dtype, r * k);
     float peak = 0.0f;
-    for (int64_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
+    for (int64_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(load_kept(row, dtype, i, kept)));
     float s = scales[r] = row_scale(peak, max_level);
-    for (int64_t i = 0; i < k; ++i) q[r * k + i] = to_int8(std::nearbyint(load(row, dtype, i) / s));
+    for (int64_t i = 0; i < k; ++i)
+      q[r * k + i] = to_int8(std::nearbyint(load_kept(row, dtype, i, kept) / s));
   }
 }
 
@@ -73,15 +80,36 @@ void store(void* y, RowDtype dtype, int64_t i, float v) {
     static_cast<uint16_t*>(y)[i] = float_to_bfloat16(v);
 }
 
+// Row r's values in the outlier channels, into `values`.
+void outlier_values(const OutlierChannels& outliers, int64_t r, std::vector<float>& values) {
+  const void* row = row_at(outliers.x, outliers.dtype, r * outliers.k);
+  for (size_t c = 0; c < outliers.channels.size(); ++c)
+    values[c] = load(row, outliers.dtype, outliers.channels[c]);
+}
+
 // Columns [j_begin, n) of rows [begin, end).
 void dequantize_portable(const int32_t* acc, int64_t n, const float* row_scales,
-                         const float* col_scales, const float* bias, void* y, RowDtype dtype,
+                         const float* col_scales, const float* bias,
+                         const OutlierChannels* outliers, void* y, RowDtype dtype,
                          Activation activation, int64_t begin, int64_t end, int64_t j_begin = 0) {
-  for (int64_t r = begin; r < end; ++r)
+  std::vector<float> values(outliers ? outliers->channels.size() : 0);
+  for (int64_t r = begin; r < end; ++r) {
+    if (outliers) outlier_values(*outliers, r, values);
     for (int64_t j = j_begin; j < n; ++j) {
       float v = float(acc[r * n + j]) * row_scales[r] * col_scales[j];
-      store(y, dtype, r * n + j, activate(bias ? v + bias[j] : v, activation));
+      if (bias) v += bias[j];
+      for (size_t c = 0; c < values.size(); ++c)  // fused, as the vector form adds them
+        v = std::fma(values[c], outliers->weight[int64_t(c) * n + j], v);
+      store(y, dtype, r * n + j, activate(v, activation));
     }
+  }
+}
+
+void check_channels(std::span<const int64_t> channels, int64_t k, const char* kernel) {
+  for (int64_t c : channels)
+    if (c < 0 || c >= k)
+      throw std::invalid_argument(std::string(kernel) + ": channel " + std::to_string(c) +
+                                  " is not in [0, " + std::to_string(k) + ")");
 }
 
 #ifdef FXOPT_AVX512
@@ -94,27 +122,35 @@ FXOPT_AVX512 __m512 load16(const void* row, RowDtype dtype, int64_t i) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
 }
 
+FXOPT_AVX512 __m512 load16_kept(const void* row, RowDtype dtype, int64_t i, const float* kept) {
+  __m512 v = load16(row, dtype, i);
+  return kept ? _mm512_mul_ps(v, _mm512_loadu_ps(kept + i)) : v;
+}
+
 FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, int64_t k, int8_t* q,
-                                  float* scales, float max_level, int64_t begin, int64_t end) {
+                                  float* scales, float max_level, const float* kept, int64_t begin,
+                                  int64_t end) {
   int64_t vector_end = k - k % 16;
   for (int64_t r = begin; r < end; ++r) {
     const void* row = row_at(x, dtype, r * k);
     __m512 peaks = _mm512_setzero_ps();
     for (int64_t i = 0; i < vector_end; i += 16)
-      peaks = _mm512_max_ps(peaks, _mm512_abs_ps(load16(row, dtype, i)));
+      peaks = _mm512_max_ps(peaks, _mm512_abs_ps(load16_kept(row, dtype, i, kept)));
     float peak = _mm512_reduce_max_ps(peaks);
-    for (int64_t i = vector_end; i < k; ++i) peak = std::max(peak, std::abs(load(row, dtype, i)));
+    for (int64_t i = vector_end; i < k; ++i)
+      peak = std::max(peak, std::abs(load_kept(row, dtype, i, kept)));
     float s = scales[r] = row_scale(peak, max_level);
     __m512 divisor = _mm512_set1_ps(s);
     int8_t* out = q + r * k;
     for (int64_t i = 0; i < vector_end; i += 16) {
       // Division, not a multiplication by 1/s: ATen divides, and ties must round alike.
-      __m512 rounded = _mm512_roundscale_ps(_mm512_div_ps(load16(row, dtype, i), divisor), kRound);
+      __m512 rounded =
+          _mm512_roundscale_ps(_mm512_div_ps(load16_kept(row, dtype, i, kept), divisor), kRound);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                        _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(rounded)));
     }
     for (int64_t i = vector_end; i < k; ++i)
-      out[i] = to_int8(std::nearbyint(load(row, dtype, i) / s));
+      out[i] = to_int8(std::nearbyint(load_kept(row, dtype, i, kept) / s));
   }
 }
 
@@ -173,16 +209,21 @@ FXOPT_AVX512 __m256i to_bfloat16(__m512 v) {
 }
 
 FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* row_scales,
-                                    const float* col_scales, const float* bias, void* y,
-                                    RowDtype dtype, Activation activation, int64_t begin,
-                                    int64_t end) {
+                                    const float* col_scales, const float* bias,
+                                    const OutlierChannels* outliers, void* y, RowDtype dtype,
+                                    Activation activation, int64_t begin, int64_t end) {
   int64_t vector_end = n - n % 16;
+  std::vector<float> values(outliers ? outliers->channels.size() : 0);
   for (int64_t r = begin; r < end; ++r) {
     __m512 s = _mm512_set1_ps(row_scales[r]);
+    if (outliers) outlier_values(*outliers, r, values);
     for (int64_t j = 0; j < vector_end; j += 16) {
       __m512 v = _mm512_cvtepi32_ps(_mm512_loadu_si512(acc + r * n + j));
       v = _mm512_mul_ps(_mm512_mul_ps(v, s), _mm512_loadu_ps(col_scales + j));
       if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+      for (size_t c = 0; c < values.size(); ++c)
+        v = _mm512_fmadd_ps(_mm512_set1_ps(values[c]),
+                            _mm512_loadu_ps(outliers->weight + int64_t(c) * n + j), v);
       v = activate_avx512(v, activation);
       if (dtype == RowDtype::Float32)
         _mm512_storeu_ps(static_cast<float*>(y) + r * n + j, v);
@@ -190,8 +231,8 @@ FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(y) + r * n + j),
                             to_bfloat16(v));
     }
-    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, activation, r, r + 1,
-                        vector_end);
+    dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, r,
+                        r + 1, vector_end);
   }
 }
 #endif
@@ -212,29 +253,43 @@ Activation activation_named(std::string_view name) {
 }
 
 void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
-                        float* scales, int threads, int max_level) {
+                        float* scales, int threads, int max_level,
+                        std::span<const int64_t> skipped) {
   if (max_level < 1 || max_level > 127)
     throw std::invalid_argument("quantize_rows_int8 needs max_level in [1, 127]");
+  check_channels(skipped, k, "quantize_rows_int8");
   const float level = float(max_level);
+  // Skipped channels are multiplied by 0 as they are read (a NaN or infinity there gives NaN,
+  // as it would in the float product the caller adds for them).
+  std::vector<float> kept_channels;
+  if (!skipped.empty()) {
+    kept_channels.assign(size_t(k), 1.0f);
+    for (int64_t c : skipped) kept_channels[size_t(c)] = 0.0f;
+  }
+  const float* kept = skipped.empty() ? nullptr : kept_channels.data();
   split_rows(rows, k * (dtype == RowDtype::Float32 ? 4 : 2), threads, 1,
              [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
-               if (has_avx512()) return quantize_avx512(x, dtype, k, q, scales, level, begin, end);
+               if (has_avx512())
+                 return quantize_avx512(x, dtype, k, q, scales, level, kept, begin, end);
 #endif
-               quantize_portable(x, dtype, k, q, scales, level, begin, end);
+               quantize_portable(x, dtype, k, q, scales, level, kept, begin, end);
              });
 }
 
 void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const float* row_scales,
                            const float* col_scales, const float* bias, void* y, RowDtype dtype,
-                           int threads, Activation activation) {
+                           int threads, Activation activation, const OutlierChannels* outliers) {
+  if (outliers) check_channels(outliers->channels, outliers->k, "dequantize_rows_int32");
+  if (outliers && outliers->channels.empty()) outliers = nullptr;
   split_rows(rows, n * 4, threads, 1, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512
     if (has_avx512())
-      return dequantize_avx512(acc, n, row_scales, col_scales, bias, y, dtype, activation, begin,
-                               end);
+      return dequantize_avx512(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation,
+                               begin, end);
 #endif
-    dequantize_portable(acc, n, row_scales, col_scales, bias, y, dtype, activation, begin, end);
+    dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, begin,
+                        end);
   });
 }
 

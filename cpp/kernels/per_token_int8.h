@@ -3,7 +3,8 @@
 // or AMX kernel):
 //
 //   quantize:    s[r] = max(max_i |x[r][i]| / 127, FLT_MIN),  q[r][i] = round(x[r][i] / s[r])
-//   dequantize:  y[r][j] = activation(float(acc[r][j]) * s[r] * w_scale[j] + bias[j])
+//   dequantize:  y[r][j] = activation(float(acc[r][j]) * s[r] * w_scale[j] + bias[j]
+//                                     + sum_c x[r][c] * w_outlier[c][j])
 //
 // in float32 whatever the activations' dtype (float32 or bfloat16, read and written as torch
 // stores them), with rounding to nearest even, in the order ATen evaluates the same expression
@@ -18,11 +19,17 @@
 // 0.78 ms a layer at 128 tokens). Its vector forms are within 2e-7 of the exact functions
 // (erf: Abramowitz and Stegun 7.1.26; e^x: kernels/avx512_exp.h), not bit-equal to torch's.
 //
+// The last term is over an int8 Linear's outlier channels c (LLM.int8's decomposition, with
+// channels fixed by calibration): a few input channels 7-28x larger than the median one would
+// leave every other channel of a row a few of its 255 levels, so quantize reads them as zeros
+// and dequantize adds their float32 product with the float weight's rows for them.
+//
 // Rows are split over `threads` threads (kernels/row_split.h); AVX-512F where the CPU has it,
 // plain C++ elsewhere (same results).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace fxopt {
@@ -38,12 +45,27 @@ Activation activation_named(std::string_view name);
 // [-max_level, max_level] instead: s[r] = max(max_i |x[r][i]| / max_level, FLT_MIN). The same
 // kernel quantizes float32 weights (TensorOps::quantize_rows_int8 in the bridge): ATen's chain
 // took 0.3 s of a 95M Llama's preparation, in several passes over each weight.
+// The channels `skipped` (each in [0, k), else std::invalid_argument) are read as zeros.
 void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, int8_t* q,
-                        float* scales, int threads = 1, int max_level = 127);
+                        float* scales, int threads = 1, int max_level = 127,
+                        std::span<const int64_t> skipped = {});
 
-// acc [rows, n] contiguous; bias may be null; y [rows, n] in `dtype` is written.
+// The float32 term of the channels an int8 product left out: x [rows, k] in `dtype` as
+// quantize_rows_int8 read it, its channels `channels` (each in [0, k)) and `weight`
+// [channels.size(), n] float32.
+struct OutlierChannels {
+  const void* x = nullptr;
+  RowDtype dtype = RowDtype::Float32;
+  int64_t k = 0;
+  std::span<const int64_t> channels;
+  const float* weight = nullptr;
+};
+
+// acc [rows, n] contiguous; bias may be null; y [rows, n] in `dtype` is written. With
+// `outliers`, their term joins the sum before the activation.
 void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const float* row_scales,
                            const float* col_scales, const float* bias, void* y, RowDtype dtype,
-                           int threads = 1, Activation activation = Activation::None);
+                           int threads = 1, Activation activation = Activation::None,
+                           const OutlierChannels* outliers = nullptr);
 
 }  // namespace fxopt

@@ -38,8 +38,20 @@
 // costs more accuracy (the real all-MiniLM-L6-v2 at cosine 0.999, on a CPU capped at AVX2:
 // 19 of 37 Linears kept in float32 against 32).
 //
+// Outlier channels (option "outliers", from calibration): a few input channels of a Linear
+// whose range is many times the median channel's (a LayerNorm's output in BERT: 7-28x in
+// all-MiniLM-L6-v2) would size every token's scale; the per-token kernel quantizes them as
+// zeros and adds their float32 product instead (LLM.int8's decomposition, channels fixed):
+//   after:   %y = per_token_int8_linear(%x, %w_int8, %w_int8_scale, %b, "none" | activation,
+//                                       [c0, c1, ...], %w_int8_outliers)
+// with the weight's columns for them zeroed before it is quantized (its scales fit the other
+// channels) and W[:, [c0, c1, ...]] stored transposed as `<weight path>_int8_outliers`
+// ([channels, N] float32). The packed kernels take none: their Linears ignore the option.
+//
 // Options: "keep" (names of Linear
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
+// "outliers" ({Linear node name: [input channel, ...]}; a channel outside the Linear's inputs
+// skips it, with the reason),
 // "fbgemm_weight_max" (127, or 63 on a CPU without VNNI), "choose_only" (true: every Linear is
 // skipped once its kernel is chosen, so the choices are known without quantizing a weight: what
 // int8 calibration needs before it runs) and
@@ -52,6 +64,8 @@
 // cannot run fast (aten._int_mm without VNNI or AMX, an engine torch lacks).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,9 +77,11 @@ namespace fxopt {
 class QuantizeLinearsInt8 final : public Pass {
  public:
   explicit QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with = "float32",
-                               int fbgemm_weight_max = 127, bool choose_only = false);
+                               int fbgemm_weight_max = 127, bool choose_only = false,
+                               std::map<std::string, std::vector<int64_t>> outliers = {});
   // From the options {"keep": [node name, ...], "compare_with": dtype,
-  // "fbgemm_weight_max": int, "choose_only": bool}; throws std::invalid_argument if malformed.
+  // "fbgemm_weight_max": int, "choose_only": bool, "outliers": {node name: [channel, ...]}};
+  // throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
@@ -76,6 +92,7 @@ class QuantizeLinearsInt8 final : public Pass {
   std::string compare_with_;
   int fbgemm_weight_max_;
   bool choose_only_;
+  std::map<std::string, std::vector<int64_t>> outliers_;
 };
 
 }  // namespace fxopt

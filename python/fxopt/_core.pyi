@@ -210,9 +210,9 @@ def decode_attention(q: int, heads: int, d: int, k: int, v: int, kv_heads: int, 
     out[heads, d] = softmax(scale * q . k) v for one float32 query row per head against kv_heads blocks of length rows of keys and values, head_stride floats apart (kernels/decode_attention.h); arguments are data addresses.
     """
 
-def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales: int, threads: int, max_level: int = 127) -> None:
+def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales: int, threads: int, max_level: int = 127, skipped: Sequence[int] = []) -> None:
     """
-    q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
+    q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level, the channels `skipped` read as zeros (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
     """
 
 def rms_norm(x: int, rows: int, n: int, weight: int, eps: float, y: int) -> None:
@@ -225,9 +225,9 @@ def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_p
     q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] (float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses of contiguous arrays.
     """
 
-def dequantize_rows_int32(acc: int, rows: int, n: int, row_scales: int, col_scales: int, bias: int, y: int, bfloat16: bool, threads: int, activation: str = 'none') -> None:
+def dequantize_rows_int32(acc: int, rows: int, n: int, row_scales: int, col_scales: int, bias: int, y: int, bfloat16: bool, threads: int, activation: str = 'none', outliers: Sequence[int] = [], x: int = 0, k: int = 0, outlier_weight: int = 0) -> None:
     """
-    y[rows, n] = activation(acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n]) (float32; bias address 0: none; activation none, relu, gelu, gelu_tanh or silu), written as float32, or bfloat16 if `bfloat16` (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
+    y[rows, n] = activation(acc[rows, n] (int32) * row_scales[rows] * col_scales[n] + bias[n] + x[rows, k][:, outliers] @ outlier_weight[len(outliers), n]) (float32; bias address 0: none; activation none, relu, gelu, gelu_tanh or silu; x in y's dtype), written as float32, or bfloat16 if `bfloat16` (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
     """
 
 def prefill_attention_bf16_available() -> bool:

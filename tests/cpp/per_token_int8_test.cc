@@ -111,6 +111,46 @@ TEST(PerTokenInt8, DequantizesInFloat32AndRoundsOnceToBfloat16) {
   }
 }
 
+// Outlier channels: quantized as zeros (the row's scale fits the others), their float32 product
+// with the outlier weight joins the sum after the bias and before the activation, on the
+// vector columns and the tail alike; a channel outside the row is refused.
+TEST(PerTokenInt8, LeavesOutlierChannelsToTheirFloatProduct) {
+  const int64_t rows = 2, k = 20, n = 19;
+  std::vector<float> x(size_t(rows * k));
+  for (int64_t i = 0; i < rows * k; ++i) x[i] = float(i % 9) - 4.0f;
+  x[3] = 1000.0f;
+  x[k + 17] = -500.0f;
+  const std::vector<int64_t> channels = {3, 17};
+  std::vector<int8_t> q(x.size());
+  std::vector<float> row_scales(rows);
+  quantize_rows_int8(x.data(), RowDtype::Float32, rows, k, q.data(), row_scales.data(), 1, 127,
+                     channels);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(row_scales[r], 4.0f / 127.0f) << r;  // the largest other magnitude
+    EXPECT_EQ(q[r * k + 3], 0);
+    EXPECT_EQ(q[r * k + 17], 0);
+  }
+  std::vector<int32_t> acc(size_t(rows * n));
+  std::vector<float> col_scales(n, 0.5f), bias(n), weight(channels.size() * n);
+  for (int64_t i = 0; i < rows * n; ++i) acc[i] = int32_t(i % 7) - 3;
+  for (int64_t j = 0; j < n; ++j) bias[j] = 0.125f * float(j);
+  for (size_t i = 0; i < weight.size(); ++i) weight[i] = 0.001f * float(int(i % 11) - 5);
+  OutlierChannels outliers{x.data(), RowDtype::Float32, k, channels, weight.data()};
+  std::vector<float> y(acc.size());
+  dequantize_rows_int32(acc.data(), rows, n, row_scales.data(), col_scales.data(), bias.data(),
+                        y.data(), RowDtype::Float32, 1, Activation::Relu, &outliers);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = float(acc[r * n + j]) * row_scales[r] * col_scales[j] + bias[j];
+      v = std::fma(x[r * k + 17], weight[n + j], std::fma(x[r * k + 3], weight[j], v));
+      ASSERT_EQ(y[r * n + j], v < 0.0f ? 0.0f : v) << r << ", " << j;
+    }
+  const std::vector<int64_t> outside = {20};
+  EXPECT_THROW(quantize_rows_int8(x.data(), RowDtype::Float32, rows, k, q.data(), row_scales.data(),
+                                  1, 127, outside),
+               std::invalid_argument);
+}
+
 // bfloat16 keeps 8 significant bits: 1 + 2^-8 lies halfway and rounds to the even 1.0, 1 + 3 *
 // 2^-8 to 1 + 2^-6; NaN stays NaN.
 TEST(PerTokenInt8, Bfloat16RoundingIsToNearestEven) {

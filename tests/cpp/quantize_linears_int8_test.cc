@@ -131,6 +131,71 @@ TEST_F(QuantizeLinearsInt8Test, ChooseOnlyRecordsTheChoiceAndChangesNothing) {
   EXPECT_EQ(program.attributes, attributes_before);  // no int8 weight stored
 }
 
+// Outlier channels (option "outliers"): the call names them and reads their float weight
+// columns, stored transposed; the int8 weight has zeros for them, so its scales fit the others;
+// the outputs are closer to the float Linear's than without; reverse removes all three tensors.
+TEST_F(QuantizeLinearsInt8Test, OutlierChannelsStayOutOfTheInt8Product) {
+  linear_module("fc", 16, 8, true);
+  std::vector<double> xs = ops.values(input({2, 3, 16}));
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (i % 16 == 2 || i % 16 == 9) xs[i] *= 80.0;  // two outlier channels
+  TensorInfo x_value = ops.make({2, 3, 16}, xs, "float32");
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {2, 3, 16});
+  b.output(Tuple{{b.module("fc", "fc", {x})}});
+  auto before = run({{"x", x_value}});
+  auto graph_before = structure();
+  const std::vector<double> weight = ops.values(*program.modules.at("fc").tensor("weight"));
+
+  PassResult plain = apply();
+  double plain_error = relative_error(before, run({{"x", x_value}}));
+  apply(/*reverse=*/true);
+  std::map<std::string, std::vector<int64_t>> outliers = {{"fc", {2, 9}}};
+  PassResult forward = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, outliers), program,
+                                edits, ops, kSig, /*reverse=*/false);
+  ASSERT_EQ(forward.changed.size(), 1u);
+  std::string values_path, outliers_path;  // the plain run's paths stay taken
+  for (const Node* node : program.graph)
+    if (node->target().str() == kPerTokenCall) {
+      ASSERT_EQ(node->args().size(), 7u);
+      EXPECT_EQ(node->args()[4].as<std::string>(), "none");
+      EXPECT_EQ(*node->args()[5].sequence(), (std::vector<Arg>{int64_t{2}, int64_t{9}}));
+      values_path = node->args()[1].as<Node*>()->target().str();
+      outliers_path = node->args()[6].as<Node*>()->target().str();
+    }
+  EXPECT_EQ(outliers_path, "fc.weight_int8_outliers");
+  const TensorInfo& stored = program.attributes.at(outliers_path);
+  EXPECT_EQ(stored.shape, (std::vector<int64_t>{2, 8}));
+  const std::vector<double> columns = ops.values(stored);
+  const std::vector<double> values = ops.values(program.attributes.at(values_path));
+  for (int64_t j = 0; j < 8; ++j) {
+    EXPECT_EQ(columns[j], weight[j * 16 + 2]);
+    EXPECT_EQ(columns[8 + j], weight[j * 16 + 9]);
+    EXPECT_EQ(values[2 * 8 + j], 0.0);  // values are [K, N]
+    EXPECT_EQ(values[9 * 8 + j], 0.0);
+  }
+  double error = relative_error(before, run({{"x", x_value}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, plain_error / 4);
+
+  PassResult backward = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, outliers), program,
+                                 edits, ops, kSig, /*reverse=*/true);
+  EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc"}));
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.attributes.contains(outliers_path));
+  EXPECT_FALSE(program.attributes.contains(values_path));
+  EXPECT_EQ(max_diff(before, run({{"x", x_value}})), 0.0);
+  EXPECT_EQ(plain.changed.size(), 1u);
+
+  // A channel the Linear does not have skips it, naming the channel.
+  PassResult unfit = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"fc", {16}}}),
+                              program, edits, ops, kSig, /*reverse=*/false);
+  EXPECT_TRUE(unfit.changed.empty());
+  ASSERT_EQ(unfit.skipped.size(), 1u);
+  EXPECT_EQ(unfit.skipped[0].reason,
+            "outlier channel 16 is not one of its 16 input channels (option 'outliers')");
+}
+
 TEST_F(QuantizeLinearsInt8Test, OptionsAreChecked) {
   EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{}), nullptr);  // every option has a default
   EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"keep", 3}}}), std::invalid_argument);
@@ -138,6 +203,12 @@ TEST_F(QuantizeLinearsInt8Test, OptionsAreChecked) {
   EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"choose_only", 1}}}),
                std::invalid_argument);
   EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{{{"choose_only", true}}}), nullptr);
+  EXPECT_NE(QuantizeLinearsInt8::from_options(Dict{{{"outliers", Dict{{{"fc", List{{1, 2}}}}}}}}),
+            nullptr);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"outliers", List{{1}}}}}),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"outliers", Dict{{{"fc", List{{"a"}}}}}}}}),
+               std::invalid_argument);
 }
 
 }  // namespace

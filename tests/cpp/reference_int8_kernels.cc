@@ -89,7 +89,8 @@ Value weight_int4pack_mm(ReferenceInterpreter& in, const Node& node,
 
 // fxopt.runtime.per_token_int8.per_token_int8_linear: fxopt's quantize and dequantize kernels
 // (kernels/per_token_int8.h) run for real on float32 copies, around an exact integer product
-// (aten._int_mm's part); values [K, N]; the activation named by a fifth operand.
+// (aten._int_mm's part); values [K, N]; the activation named by a fifth operand, outlier
+// channels (a list) and their float weight [channels, N] by a sixth and seventh.
 Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
                             const std::vector<Value>& args) {
   const TensorInfo &x = tensor(args, 0), &w = tensor(args, 1), &s = tensor(args, 2);
@@ -100,8 +101,16 @@ Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
   std::vector<float> y(static_cast<size_t>(rows * n));
   std::vector<float> col_scales(sv.begin(), sv.end()), b;
   if (bias) b.assign(in.ops().values(*bias).begin(), in.ops().values(*bias).end());
+  std::vector<int64_t> channels;
+  std::vector<float> outlier_weight;
+  if (node.args().size() > 6) {
+    for (const Arg& c : *node.args()[5].sequence()) channels.push_back(c.as<int64_t>());
+    const auto& ov = in.ops().values(tensor(args, 6));
+    outlier_weight.assign(ov.begin(), ov.end());
+  }
   std::vector<int8_t> q(xf.size());
-  quantize_rows_int8(xf.data(), RowDtype::Float32, rows, k, q.data(), token_scales.data());
+  quantize_rows_int8(xf.data(), RowDtype::Float32, rows, k, q.data(), token_scales.data(), 1, 127,
+                     channels);
   std::vector<int32_t> acc(size_t(rows * n), 0);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -110,8 +119,10 @@ Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
   Activation activation = node.args().size() > 4
                               ? activation_named(node.args()[4].as<std::string>())
                               : Activation::None;
+  OutlierChannels outliers{xf.data(), RowDtype::Float32, k, channels, outlier_weight.data()};
   dequantize_rows_int32(acc.data(), rows, n, token_scales.data(), col_scales.data(),
-                        bias ? b.data() : nullptr, y.data(), RowDtype::Float32, 1, activation);
+                        bias ? b.data() : nullptr, y.data(), RowDtype::Float32, 1, activation,
+                        &outliers);
   std::vector<int64_t> shape = x.shape;
   shape.back() = n;
   return in.ops().make(shape, std::vector<double>(y.begin(), y.end()), x.dtype);

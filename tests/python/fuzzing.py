@@ -91,6 +91,9 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "GeluToTanhApproximation()": GeluToTanhApproximation,
     "ChangeActivation('relu', 'gelu')": lambda: ChangeActivation("relu", "gelu"),
     "QuantizeLinearsInt8()": QuantizeLinearsInt8,
+    # The fewest Linears kept for cosine 0.999 on the case's own input, and the outlier channels
+    # it shows (a case's input channels scaled apart: some Linears get them).
+    "QuantizeLinearsInt8(calibrate=True)": lambda: QuantizeLinearsInt8(calibrate=True),
     # Input scales from the case's own input, the fewest convolutions kept for cosine 0.999.
     "QuantizeConvsInt8(calibrate=True)": lambda: QuantizeConvsInt8(calibrate=True),
     # Factors for every Linear whose input ranges differ at all, from the case's own input.

@@ -42,8 +42,11 @@ def test_fast_with_calibration_meets_its_bound_on_held_out_text_and_reverses(
     held_out = [minilm_batch(HELD_OUT[i : i + 4], length=32) for i in (0, 4)]
     traced = fxopt.trace(minilm, example_inputs=calibration)
     fast = fxopt.optimize(traced, "fast", calibration=calibration, held_out=held_out)
-    quantized = int8_calls(fast)
-    assert 0 < quantized < 6 * 6 + 1  # a mix: the most sensitive Linears stay float
+    assert int8_calls(fast) > 0
+    # The per-token Linears whose inputs have outlier channels (a LayerNorm's output) leave them
+    # to a float product: the call names them.
+    named = [n.args[5] for n in fast.graph.nodes if n.target == per_token_int8_linear and len(n.args) == 7]
+    assert named and all(0 < len(channels) <= 8 for channels in named)
     for inputs in (calibration, *held_out):
         report = fxopt.verify(traced, fast, inputs)
         assert report.min_cosine is not None and report.min_cosine >= 0.999

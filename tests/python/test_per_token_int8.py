@@ -93,6 +93,54 @@ def test_bad_operands_say_what_is_wrong() -> None:
         per_token_int8_linear(torch.randn(3, 16), values, scales.double())
 
 
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_outlier_channels_are_left_to_their_float32_product(activation: str) -> None:
+    """The channels named are quantized as zeros and their product with the float weight is
+    added before the activation: the ATen arithmetic on x with those channels zeroed, plus
+    x[:, channels] @ outlier_weight."""
+    torch.manual_seed(0)
+    k, n, channels = 48, 40, [3, 17, 30]
+    weight = torch.randn(n, k)
+    kept = torch.ones(k)
+    kept[channels] = 0
+    scales = (weight * kept).abs().amax(1) / 127
+    values = (weight * kept / scales[:, None]).round().to(torch.int8).t().contiguous()
+    outlier_weight = weight[:, channels].t().contiguous()
+    bias = torch.randn(n)
+    x = torch.randn(2, 9, k)
+    x[..., channels] *= 60  # outliers: with them in the product every row's scale is theirs
+
+    def expected(x: torch.Tensor) -> torch.Tensor:
+        zeroed = x.float().clone()
+        zeroed[..., channels] = 0
+        y = aten_per_token(zeroed, values, scales, bias) + x.float()[..., channels] @ outlier_weight
+        return torch.nn.functional.gelu(y) if activation == "gelu" else y
+
+    y = per_token_int8_linear(x, values, scales, bias, activation, channels, outlier_weight)
+    torch.testing.assert_close(y, expected(x), rtol=1e-5, atol=1e-5)
+    low = per_token_int8_linear(x.bfloat16(), values, scales, bias, activation, channels, outlier_weight)
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low, expected(x.bfloat16()).bfloat16())
+    # What it is for: the error against the float Linear is a fraction of the plain kernel's.
+    exact = torch.nn.functional.linear(x, weight, bias)
+    exact = torch.nn.functional.gelu(exact) if activation == "gelu" else exact
+    plain_scales = weight.abs().amax(1) / 127
+    plain_values = (weight / plain_scales[:, None]).round().to(torch.int8).t().contiguous()
+    plain = per_token_int8_linear(x, plain_values, plain_scales, bias, activation)
+    assert (y - exact).norm() < 0.2 * (plain - exact).norm()
+
+
+def test_outlier_operands_are_checked() -> None:
+    values, scales = int8_weight(8, 16)
+    x = torch.randn(3, 16)
+    with pytest.raises(TypeError, match=r"2 outlier channels need a float32 outlier_weight \[2, 8\]"):
+        per_token_int8_linear(x, values, scales, None, "none", [1, 2])
+    with pytest.raises(TypeError, match="outlier_weight"):
+        per_token_int8_linear(x, values, scales, None, "none", [1, 2], torch.randn(2, 7))
+    with pytest.raises(ValueError, match=r"channel 16 is not in \[0, 16\)"):
+        per_token_int8_linear(x, values, scales, None, "none", [16], torch.randn(1, 8))
+
+
 class Block(nn.Module):
     """Two Linears around a GELU and a residual add, batch-first [b, t, 64]."""
 

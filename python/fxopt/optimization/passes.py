@@ -21,6 +21,7 @@ from .int8_calibration import (
     fewest_kept,
     input_scales,
     linear_stand_in,
+    outlier_channels,
     smoothing_factors,
 )
 from .sharing_copy import sharing_copy
@@ -452,8 +453,15 @@ class QuantizeLinearsInt8(CalibratedPass):
     :meth:`calibrate_on` (the ``fast`` preset, when ``fxopt.optimize`` gets ``calibration=``).
     Skipped, with the reason: non-float32 or non-CPU weights.
 
+    `outliers` (node name -> input channels; calibration finds them) are channels the per-token
+    kernel leaves out of the int8 product and multiplies in float32 instead (the weight's
+    columns for them stored as ``<weight path>_int8_outliers``): a LayerNorm's output has a few
+    channels many times larger than the rest, and a token's scale sized to them leaves the
+    others a few levels. The packed kernels take none.
+
     Measured on the real all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token,
-    0.986 per tensor (oneDNN). See ``docs/benchmarks.md`` for speed per CPU.
+    0.986 per tensor (oneDNN); per token with the outlier channels calibration finds in float,
+    0.9992 on held-out text. See ``docs/benchmarks.md`` for speed per CPU.
     """
 
     def __init__(
@@ -462,10 +470,13 @@ class QuantizeLinearsInt8(CalibratedPass):
         calibrate: bool = False,
         min_cosine: float = 0.999,
         compare_with: torch.dtype = torch.float32,
+        outliers: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         if compare_with not in (torch.float32, torch.bfloat16):
             raise ValueError(f"QuantizeLinearsInt8 compares with torch.float32 or torch.bfloat16, not {compare_with}")
-        self._keep = tuple(keep)  # a calibration's choice: not part of the signature
+        # A calibration's choices: not part of the signature.
+        self._keep = tuple(keep)
+        self._outliers = {name: [int(c) for c in channels] for name, channels in (outliers or {}).items()}
         self._choose_only = False  # calibration's probe for the kernel choices
         self.calibrate = calibrate
         self.min_cosine = min_cosine
@@ -476,13 +487,22 @@ class QuantizeLinearsInt8(CalibratedPass):
         """The Linear nodes left in float: given, or what the last calibration chose."""
         return self._keep
 
+    @property
+    def outliers(self) -> dict[str, list[int]]:
+        """Input channels each per-token int8 Linear leaves to their float product: given, or
+        what the last calibration found."""
+        return self._outliers
+
     def choose(self, graph_module: GraphModule, calibration: Inputs, held_out: Sequence[Inputs]) -> None:
-        kept = _fewest_kept(graph_module, calibration, self.min_cosine, held_out, self.compare_with)
-        self._keep = tuple(kept or ())  # None: no Linear goes int8 here, as the pass will report
+        chosen = _fewest_kept(graph_module, calibration, self.min_cosine, held_out, self.compare_with)
+        # None: no Linear goes int8 here, as the pass will report.
+        kept, self._outliers = chosen or ((), {})
+        self._keep = tuple(kept)
 
     def core_options(self) -> dict[str, Any]:
         return {
             "keep": list(self._keep),
+            "outliers": self._outliers,
             "compare_with": dtype_name(self.compare_with),
             "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),
             "choose_only": self._choose_only,
@@ -505,13 +525,14 @@ class QuantizeLinearsInt8(CalibratedPass):
         one run for every Linear's sensitivity, one per step of a bisection over how many to
         keep. `graph_module` is not changed. Raises ValueError if no Linear goes int8 here.
         """
-        kept = _fewest_kept(graph_module, inputs, min_cosine, held_out, torch.float32)
-        if kept is None:
+        chosen = _fewest_kept(graph_module, inputs, min_cosine, held_out, torch.float32)
+        if chosen is None:
             raise ValueError(
                 "no Linear in this graph goes int8 here (float32 weights on the CPU, and an int8 "
                 "kernel this CPU runs faster than float32: see QuantizeLinearsInt8's choices)"
             )
-        return cls(kept)
+        kept, outliers = chosen
+        return cls(kept, outliers=outliers)
 
 
 def _fewest_kept(
@@ -520,8 +541,9 @@ def _fewest_kept(
     min_cosine: float,
     held_out: Sequence[Inputs],
     compare_with: torch.dtype,
-) -> list[str] | None:
-    """QuantizeLinearsInt8.calibrated's choice; None if no Linear goes int8 here."""
+) -> tuple[list[str], dict[str, list[int]]] | None:
+    """QuantizeLinearsInt8.calibrated's choice: the Linears kept in float and the outlier
+    channels of those that go int8 with the per-token kernel; None if no Linear goes int8 here."""
     # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
     probe = QuantizeLinearsInt8(compare_with=compare_with)
     probe._choose_only = True  # the choices only: no weight quantized
@@ -530,7 +552,11 @@ def _fewest_kept(
     picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
     if not picked:
         return None
-    return fewest_kept(Calibration(graph_module, picked, linear_stand_in(picked), inputs), min_cosine, held_out)
+    per_token = [name for name, kernel in picked.items() if kernel == "int8_per_token"]
+    outliers = outlier_channels(graph_module, inputs, per_token)
+    calibration = Calibration(graph_module, picked, linear_stand_in(picked, outliers), inputs)
+    kept = fewest_kept(calibration, min_cosine, held_out)
+    return kept, {name: channels for name, channels in outliers.items() if name not in kept}
 
 
 class QuantizeConvsInt8(CalibratedPass):

@@ -11,7 +11,7 @@ copies of them as a decoding step does (`streams_weights`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -222,13 +222,24 @@ def _int8_apply(
     return per_token_int8.per_token_int8_linear(x, values, scales, bias)
 
 
-def int8_linear(kernel: str, weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+def int8_linear(
+    kernel: str, weight: torch.Tensor, bias: torch.Tensor | None, outliers: Sequence[int] = ()
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """The Linear QuantizeLinearsInt8 makes of `weight` and `bias` with `kernel`
     (cpp/passes/quantize_linears_int8.h), as a function of x: the weight quantized as the pass
-    quantizes it, the activations at run time as the graph does. Calibration runs it to see the
-    error each Linear will have; timing runs it to see its speed."""
-    values, scales = _int8_weights(kernel, weight)
-    return lambda x: _int8_apply(kernel, x, values, scales, bias)
+    quantizes it, the activations at run time as the graph does; the per-token kernel with the
+    input channels `outliers` left to their float product (the pass's option of that name).
+    Calibration runs it to see the error each Linear will have; timing runs it to see its
+    speed."""
+    if not outliers or kernel != "int8_per_token":
+        values, scales = _int8_weights(kernel, weight)
+        return lambda x: _int8_apply(kernel, x, values, scales, bias)
+    channels = list(outliers)
+    kept = torch.ones(weight.shape[1], dtype=weight.dtype)
+    kept[channels] = 0
+    values, scales = _int8_weights(kernel, weight * kept)
+    outlier_weight = weight[:, channels].t().float().contiguous()
+    return lambda x: per_token_int8.per_token_int8_linear(x, values, scales, bias, "none", channels, outlier_weight)
 
 
 def _int8_kernel(kernel: str) -> Builder:
