@@ -252,7 +252,15 @@ def _int8_kernel(kernel: str) -> Builder:
         weights = (*_int8_weights(kernel, o.weight), o.bias)
         x = o.x.to(getattr(torch, problem.dtype))
         if kernel == "int8_per_token":
-            return Runner(lambda w: per_token_int8.per_token_int8_linear(x, w[0], w[1], w[2], o.activation), weights)
+            # With as many outlier channels as calibration may give it.
+            channels = list(range(min(per_token_int8.MOST_OUTLIERS, o.weight.shape[1])))
+            outlier_weight = o.weight[:, channels].t().contiguous()
+            return Runner(
+                lambda w: per_token_int8.per_token_int8_linear(
+                    x, w[0], w[1], w[2], o.activation, channels, outlier_weight
+                ),
+                weights,
+            )
         act = _ACTIVATIONS[o.activation]
         return Runner(lambda w: act(_int8_apply(kernel, x, *w)), weights)
 
