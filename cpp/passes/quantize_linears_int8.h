@@ -46,7 +46,9 @@
 //                                       [c0, c1, ...], %w_int8_outliers)
 // with the weight's columns for them zeroed before it is quantized (its scales fit the other
 // channels) and W[:, [c0, c1, ...]] stored transposed as `<weight path>_int8_outliers`
-// ([channels, N] float32). The packed kernels take none: their Linears ignore the option.
+// ([channels, N] float32). The packed kernels take none, and one scale per tensor is what such
+// channels hurt most: a Linear with outlier channels chooses between the per-token kernel and
+// the float Linear only.
 //
 // Options: "keep" (names of Linear
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),

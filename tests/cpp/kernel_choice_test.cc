@@ -135,6 +135,18 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
   EXPECT_EQ(structure(), graph_before);
 }
 
+// A Linear with outlier channels is offered the per-token kernel (the only one that sets them
+// aside) and the float Linear, not the packed kernels' one scale per tensor.
+TEST_F(KernelChoiceTest, OutlierChannelsOfferThePerTokenKernelOnly) {
+  build_linear_gelu();
+  FixedChooser chooser("int8_per_token");
+  PassResult result = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {1}}}),
+                               program, edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
+  EXPECT_EQ(result.changed.size(), 1u);
+}
+
 // Every int8 kernel takes x of any rank and the bias as they are: one call, no chain around it.
 // The packed engines' call names its engine; the per-token one reads the weight as [K, N] and
 // takes in the GELU after it.

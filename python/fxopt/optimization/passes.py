@@ -8,10 +8,12 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
+from . import hardware
 from .hardware import fast_bfloat16_cpu, onednn_conv_available, onednn_dtypes, onednn_linear_available
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
 from ..runtime import dynamic_int8
+from .. import tuning
 from ..tuning import kernels
 from .builtin import BuiltinTransformation
 from .calibrated import CalibratedPass
@@ -543,17 +545,22 @@ def _fewest_kept(
     compare_with: torch.dtype,
 ) -> tuple[list[str], dict[str, list[int]]] | None:
     """QuantizeLinearsInt8.calibrated's choice: the Linears kept in float and the outlier
-    channels of those that go int8 with the per-token kernel; None if no Linear goes int8 here."""
+    channels of those that go int8 (with the per-token kernel, the only one a Linear with
+    outlier channels is offered); None if no Linear goes int8 here."""
+    # Only where the per-token kernel may run (it is fast here, and no pin names another kernel)
+    # do outlier channels restrict a Linear's choice to it.
+    pin = tuning.current().pins.get("int8_linear", "int8_per_token")
+    per_token = hardware.fast_int8_cpu() and pin == "int8_per_token"
+    outliers = outlier_channels(graph_module, inputs) if per_token else {}
     # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
-    probe = QuantizeLinearsInt8(compare_with=compare_with)
+    probe = QuantizeLinearsInt8(compare_with=compare_with, outliers=outliers)
     probe._choose_only = True  # the choices only: no weight quantized
     probe(sharing_copy(graph_module))
     choices = probe.report.choices if probe.report else []
     picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
     if not picked:
         return None
-    per_token = [name for name, kernel in picked.items() if kernel == "int8_per_token"]
-    outliers = outlier_channels(graph_module, inputs, per_token)
+    outliers = {name: channels for name, channels in outliers.items() if name in picked}
     calibration = Calibration(graph_module, picked, linear_stand_in(picked, outliers), inputs)
     kept = fewest_kept(calibration, min_cosine, held_out)
     return kept, {name: channels for name, channels in outliers.items() if name not in kept}
