@@ -326,3 +326,20 @@ def test_outlier_channels_are_the_few_far_above_the_median() -> None:
     many = torch.rand(64, 32) * 2 - 1
     many[:, :12] *= torch.arange(10.0, 22.0)  # 12 outliers, the largest last
     assert outlier_channels(gm, {"x": many}, ["first"])["first"] == list(range(12 - MOST_OUTLIERS, 12))
+
+
+def test_calibration_tries_every_linear_in_int8_first() -> None:
+    """Where every Linear in int8 meets the bound, two runs answer (the reference and that mix)
+    and no sensitivity is measured; a bound it misses orders the Linears and bisects."""
+    from fxopt.optimization.int8_calibration import Calibration, fewest_kept, linear_stand_in
+
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(_TwoLinears())
+    inputs = {"x": torch.randn(16, 32)}
+    kernels = {"first": "int8_per_token", "second": "int8_per_token"}
+    loose = Calibration(gm, kernels, linear_stand_in(kernels), inputs)
+    assert fewest_kept(loose, 0.99) == [] and loose.runs == 2
+    assert loose._sensitivity is None
+    tight = Calibration(gm, kernels, linear_stand_in(kernels), inputs)
+    kept = fewest_kept(tight, 1.0)
+    assert kept == tight.by_sensitivity() and tight.runs > 3  # nothing in int8 is exact

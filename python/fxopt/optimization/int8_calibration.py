@@ -8,13 +8,15 @@ kernel choice picked, `tuning.kernels.int8_linear`: per-token activation scales 
 aten._int_mm, or one scale per tensor through oneDNN's or fbgemm's packed GEMMs; for a
 convolution oneDNN's int8 convolution with the calibrated input scale), with its weight
 quantized as the pass quantizes it. Which nodes run in int8 is a parameter of a run, so
-1. one run measures every node's own sensitivity (relative error of its int8 output against
-   its float output, on the float model's activations) and the reference outputs;
-2. each step of a bisection over how many of the most sensitive nodes to keep is one more run,
-   with every other node in int8, compared with the reference (minimum cosine over the float
-   outputs).
+1. one run gives the reference outputs, one more with every node in int8 whether that mix
+   meets the bound (minimum cosine over the float outputs);
+2. if not, one run measures every node's own sensitivity (relative error of its int8 output
+   against its float output, on the float model's activations), and each step of a bisection
+   over how many of the most sensitive nodes to keep is one more run, with every other node in
+   int8, compared with the reference.
 No transformed copy of the model is made until the answer is known: BERT-base took 117 s with a
-transformed deep copy per Linear, this takes a forward pass per step (about log2(#nodes) + 2).
+transformed deep copy per Linear, this takes a forward pass per step (two where every node
+goes int8, else about log2(#nodes) + 3).
 """
 
 from __future__ import annotations
@@ -235,11 +237,22 @@ class Calibration:
         self.inputs = _positional(gm, inputs)
         self._int8: dict[str, Int8Op] = {}
         with torch.no_grad():
-            run = self._run(measured=self.nodes)
-            self.reference = _float_leaves(run.run(*self.inputs))
-        self.sensitivity = run.errors
+            self.reference = _float_leaves(self._run().run(*self.inputs))
         self.runs = 1
+        self._sensitivity: dict[str, float] | None = None
         self._references: dict[int, list[torch.Tensor]] = {}
+
+    @property
+    def sensitivity(self) -> dict[str, float]:
+        """Each node's relative int8 error on the float model's activations: one more run, made
+        when first asked for (a mix that keeps none in float needs no order)."""
+        if self._sensitivity is None:
+            run = self._run(measured=self.nodes)
+            with torch.no_grad():
+                run.run(*self.inputs)
+            self._sensitivity = run.errors
+            self.runs += 1
+        return self._sensitivity
 
     def by_sensitivity(self) -> list[str]:
         """The nodes, most sensitive first."""
@@ -270,22 +283,27 @@ def fewest_kept(
     calibration: Calibration, min_cosine: float, held_out: Sequence[Inputs] = ()
 ) -> list[str]:
     """The shortest prefix of the nodes by sensitivity that, kept in float, keeps the
-    outputs at cosine >= `min_cosine` on the calibration inputs (bisection). If a held-out input
-    then falls below the bound, the calibration's bound is tightened (its distance to 1 halved)
-    and the bisection repeated, up to four times; then every Linear is kept."""
-    ordered = calibration.by_sensitivity()
+    outputs at cosine >= `min_cosine` on the calibration inputs (none at all first, then a
+    bisection). If a held-out input then falls below the bound, the calibration's bound is
+    tightened (its distance to 1 halved) and the search repeated, up to four times; then every
+    Linear is kept."""
     target, kept = min_cosine, list[str]()
     for _ in range(5):
         # A tighter bound never needs fewer nodes kept: search above the last answer.
-        kept = _bisect(calibration, ordered, target, len(kept))
+        kept = _bisect(calibration, target, len(kept))
         if all(calibration.min_cosine(kept, inputs) >= min_cosine for inputs in held_out):
             return kept
         target = 1 - (1 - target) / 2
-    return ordered
+    return calibration.by_sensitivity()
 
 
-def _bisect(calibration: Calibration, ordered: list[str], min_cosine: float, low: int) -> list[str]:
-    high = len(ordered)  # keeping all of them certainly meets the bound
+def _bisect(calibration: Calibration, min_cosine: float, low: int) -> list[str]:
+    # Every node in int8 first: where that holds (per-token Linears with their outlier channels
+    # set aside often do), no order is needed and one run answers.
+    if low == 0 and calibration.min_cosine(()) >= min_cosine:
+        return []
+    ordered = calibration.by_sensitivity()
+    low, high = max(low, 1), len(ordered)  # keeping all of them certainly meets the bound
     while low < high:
         middle = (low + high) // 2
         if calibration.min_cosine(ordered[:middle]) >= min_cosine:
