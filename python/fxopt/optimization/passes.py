@@ -622,7 +622,7 @@ class QuantizeConvsInt8(CalibratedPass):
         probe(sharing_copy(graph_module))
         choices = probe.report.choices if probe.report else []
         picked = [choice.node for choice in choices if choice.picked.startswith("int8_")]
-        scales = input_scales(graph_module, picked, [calibration])
+        scales = input_scales(graph_module, picked, [calibration]) if picked else {}
         if not scales:
             self._input_scales = {}
             return
