@@ -231,8 +231,9 @@ FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(y) + r * n + j),
                             to_bfloat16(v));
     }
-    dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, r,
-                        r + 1, vector_end);
+    if (vector_end < n)
+      dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, r,
+                          r + 1, vector_end);
   }
 }
 #endif

@@ -121,6 +121,14 @@ def test_outlier_channels_are_left_to_their_float32_product(activation: str) -> 
     low = per_token_int8_linear(x.bfloat16(), values, scales, bias, activation, channels, outlier_weight)
     assert low.dtype == torch.bfloat16
     torch.testing.assert_close(low, expected(x.bfloat16()).bfloat16())
+    # A lowering may leave the outlier weight in bfloat16 (and strided): it is read as float32.
+    lowered_weight = outlier_weight.bfloat16().t().contiguous().t()
+    assert not lowered_weight.is_contiguous()
+    torch.testing.assert_close(
+        per_token_int8_linear(x, values, scales, bias, activation, channels, lowered_weight),
+        per_token_int8_linear(x, values, scales, bias, activation, channels, lowered_weight.float().contiguous()),
+        rtol=0, atol=0,
+    )
     # What it is for: the error against the float Linear is a fraction of the plain kernel's.
     exact = torch.nn.functional.linear(x, weight, bias)
     exact = torch.nn.functional.gelu(exact) if activation == "gelu" else exact
@@ -133,7 +141,7 @@ def test_outlier_channels_are_left_to_their_float32_product(activation: str) -> 
 def test_outlier_operands_are_checked() -> None:
     values, scales = int8_weight(8, 16)
     x = torch.randn(3, 16)
-    with pytest.raises(TypeError, match=r"2 outlier channels need a float32 outlier_weight \[2, 8\]"):
+    with pytest.raises(TypeError, match=r"2 outlier channels need a floating-point outlier_weight \[2, 8\]"):
         per_token_int8_linear(x, values, scales, None, "none", [1, 2])
     with pytest.raises(TypeError, match="outlier_weight"):
         per_token_int8_linear(x, values, scales, None, "none", [1, 2], torch.randn(2, 7))
