@@ -79,8 +79,8 @@ std::optional<FusableActivation> per_token_activation(const Program& program, No
 }
 
 // One call that takes x of any rank and the bias as they are: the per-token kernel (the weight
-// transposed to [K, N] for aten._int_mm; with `activation`, which it applies too, and the
-// `outliers` channels it leaves to their float product) or a packed engine's.
+// transposed to [K, N] for aten._int_mm; with `activation`, which it applies too) or a packed
+// engine's, either with the `outliers` channels it leaves to their float product.
 void int8_call(PassContext& ctx, Node* node, const LinearView& view, const std::string& kernel,
                int max_level, const std::optional<FusableActivation>& activation,
                const std::vector<int64_t>& outliers, Arg captured) {
@@ -92,7 +92,9 @@ void int8_call(PassContext& ctx, Node* node, const LinearView& view, const std::
   Args args = {view.input, rewriter.read_attribute(node, values_path),
                rewriter.read_attribute(node, scales_path), std::move(bias)};
   if (!per_token) args.push_back(kernel.substr(std::string_view("int8_").size()));  // the engine
-  if (activation || !outliers.empty()) args.push_back(activation ? activation->name : "none");
+  // The per-token call's activation operand comes before its outliers.
+  if (per_token && (activation || !outliers.empty()))
+    args.push_back(activation ? activation->name : "none");
   if (!outliers.empty()) {
     stored.push_back(store_outlier_weight(ctx, view, outliers));
     args.push_back(int_list(outliers));
@@ -119,12 +121,14 @@ std::optional<std::string> outliers_unfit(const std::vector<int64_t>& outliers,
 
 QuantizeLinearsInt8::QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with,
                                          int fbgemm_weight_max, bool choose_only,
-                                         std::map<std::string, std::vector<int64_t>> outliers)
+                                         std::map<std::string, std::vector<int64_t>> outliers,
+                                         bool outliers_per_token_only)
     : keep_(std::move(keep)),
       compare_with_(std::move(compare_with)),
       fbgemm_weight_max_(fbgemm_weight_max),
       choose_only_(choose_only),
-      outliers_(std::move(outliers)) {
+      outliers_(std::move(outliers)),
+      outliers_per_token_only_(outliers_per_token_only) {
   check_compare_with(compare_with_);
   if (fbgemm_weight_max_ < 1 || fbgemm_weight_max_ > 127)
     throw std::invalid_argument("option 'fbgemm_weight_max' must be in [1, 127], not " +
@@ -161,7 +165,8 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
       int(std::clamp<int64_t>(integer_option(options, "fbgemm_weight_max", 127), 0, 128));
   return std::make_unique<QuantizeLinearsInt8>(
       std::move(keep), string_option(options, "compare_with", "float32"), fbgemm_weight_max,
-      bool_option(options, "choose_only", false), std::move(outliers));
+      bool_option(options, "choose_only", false), std::move(outliers),
+      bool_option(options, "outliers_per_token_only", true));
 }
 
 std::vector<Trigger> QuantizeLinearsInt8::triggers() const { return linear_triggers(); }
@@ -179,10 +184,11 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   if (std::optional<std::string> why = outliers_unfit(outliers, view->in_features))
     return ctx.skip(*node, *why + " (option 'outliers')");
   // Outlier channels are what one activation scale per tensor serves worst (all-MiniLM-L6-v2's
-  // FFN input: 4.4% error per tensor, 0.5% per token with them set aside), and only the per-token
-  // kernel sets them aside: a Linear that has them chooses between it and the float Linear.
+  // FFN input: 4.4% error per tensor, 0.5% per token with them set aside, 1.0% per tensor): with
+  // "outliers_per_token_only" a Linear that has them chooses between the per-token kernel and
+  // the float Linear.
   std::vector<std::string> kernels = {compare_with_, kPerToken, kOneDnn, kFbgemm};
-  if (!outliers.empty()) kernels.resize(2);
+  if (!outliers.empty() && outliers_per_token_only_) kernels.resize(2);
   ChoiceQuery query =
       linear_choice_query(*view, "int8_linear", activation ? activation->name : "none", kernels, 1);
   query.dtype = compare_with_;

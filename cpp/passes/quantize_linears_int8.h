@@ -40,20 +40,24 @@
 //
 // Outlier channels (option "outliers", from calibration): a few input channels of a Linear
 // whose range is many times the median channel's (a LayerNorm's output in BERT: 7-28x in
-// all-MiniLM-L6-v2) would size every token's scale; the per-token kernel quantizes them as
-// zeros and adds their float32 product instead (LLM.int8's decomposition, channels fixed):
+// all-MiniLM-L6-v2) would size every token's (or the tensor's) scale; the int8 kernels quantize
+// them as zeros and add their float32 product instead (LLM.int8's decomposition, channels
+// fixed):
 //   after:   %y = per_token_int8_linear(%x, %w_int8, %w_int8_scale, %b, "none" | activation,
 //                                       [c0, c1, ...], %w_int8_outliers)
+//            %y = dynamic_int8_linear(%x, %w_int8, %w_int8_scale, %b, engine, [c0, c1, ...],
+//                                     %w_int8_outliers)
 // with the weight's columns for them zeroed before it is quantized (its scales fit the other
 // channels) and W[:, [c0, c1, ...]] stored transposed as `<weight path>_int8_outliers`
-// ([channels, N] float32). The packed kernels take none, and one scale per tensor is what such
-// channels hurt most: a Linear with outlier channels chooses between the per-token kernel and
-// the float Linear only.
+// ([channels, N] float32). One scale per tensor serves such channels worst even so, so with
+// "outliers_per_token_only" (the default; calibration clears it where the per-token kernel is
+// not fast, as on an AVX2-only CPU) a Linear with outlier channels chooses between the
+// per-token kernel and the float Linear only.
 //
 // Options: "keep" (names of Linear
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
 // "outliers" ({Linear node name: [input channel, ...]}; a channel outside the Linear's inputs
-// skips it, with the reason),
+// skips it, with the reason), "outliers_per_token_only" (true),
 // "fbgemm_weight_max" (127, or 63 on a CPU without VNNI), "choose_only" (true: every Linear is
 // skipped once its kernel is chosen, so the choices are known without quantizing a weight: what
 // int8 calibration needs before it runs) and
@@ -80,10 +84,11 @@ class QuantizeLinearsInt8 final : public Pass {
  public:
   explicit QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with = "float32",
                                int fbgemm_weight_max = 127, bool choose_only = false,
-                               std::map<std::string, std::vector<int64_t>> outliers = {});
+                               std::map<std::string, std::vector<int64_t>> outliers = {},
+                               bool outliers_per_token_only = true);
   // From the options {"keep": [node name, ...], "compare_with": dtype,
-  // "fbgemm_weight_max": int, "choose_only": bool, "outliers": {node name: [channel, ...]}};
-  // throws std::invalid_argument if malformed.
+  // "fbgemm_weight_max": int, "choose_only": bool, "outliers": {node name: [channel, ...]},
+  // "outliers_per_token_only": bool}; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
   void rewrite(PassContext& ctx, Node* candidate) const override;
@@ -95,6 +100,7 @@ class QuantizeLinearsInt8 final : public Pass {
   int fbgemm_weight_max_;
   bool choose_only_;
   std::map<std::string, std::vector<int64_t>> outliers_;
+  bool outliers_per_token_only_;
 };
 
 }  // namespace fxopt

@@ -147,6 +147,40 @@ TEST_F(KernelChoiceTest, OutlierChannelsOfferThePerTokenKernelOnly) {
   EXPECT_EQ(result.changed.size(), 1u);
 }
 
+// Where the per-token kernel is not the only one offered, a packed kernel takes the outlier
+// channels: its call names them and reads their float weight, its int8 weight has zeros there.
+TEST_F(KernelChoiceTest, APackedKernelTakesTheOutlierChannelsToo) {
+  build_linear_gelu(8);
+  TensorInfo x = input({2, 3, 8});
+  auto before = run({{"x", x}});
+  FixedChooser chooser("int8_onednn");
+  PassResult result =
+      run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {1, 6}}}, false), program,
+               edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 1u);
+  EXPECT_EQ(chooser.queries[0].candidates.size(), 4u);
+  ASSERT_EQ(result.changed.size(), 1u);
+  const char* const packed = "fxopt.runtime.dynamic_int8.dynamic_int8_linear";
+  ASSERT_EQ(count(packed), 1u);
+  for (const Node* node : program.graph)
+    if (node->target().str() == packed) {
+      ASSERT_EQ(node->args().size(), 7u);
+      EXPECT_EQ(node->args()[4].as<std::string>(), "onednn");
+      EXPECT_EQ(*node->args()[5].sequence(), (std::vector<Arg>{int64_t{1}, int64_t{6}}));
+      const std::vector<double> values =
+          ops.values(program.attributes.at(node->args()[1].as<Node*>()->target().str()));
+      for (int64_t row = 0; row < 6; ++row) {  // [N, K]: columns 1 and 6 of each row
+        EXPECT_EQ(values[row * 8 + 1], 0.0);
+        EXPECT_EQ(values[row * 8 + 6], 0.0);
+      }
+    }
+  double peak = 0;
+  for (double v : ops.values(before[0])) peak = std::max(peak, std::abs(v));
+  double error = max_diff(before, run({{"x", x}}));
+  EXPECT_GT(error, 0.0);  // it did quantize
+  EXPECT_LT(error, 0.05 * peak);
+}
+
 // Every int8 kernel takes x of any rank and the bias as they are: one call, no chain around it.
 // The packed engines' call names its engine; the per-token one reads the weight as [K, N] and
 // takes in the GELU after it.

@@ -130,12 +130,30 @@ Value per_token_int8_linear(ReferenceInterpreter& in, const Node& node,
 
 // fxopt.runtime.dynamic_int8.dynamic_int8_linear (torch's packed int8 GEMMs): x [.., K] rounded
 // to 256 levels between min(x, 0) and max(x, 0) (one scale and zero point for the tensor), times
-// the int8 weight [N, K] scaled per row, plus the bias (None: none).
-Value dynamic_int8_linear(ReferenceInterpreter& in, const Node&, const std::vector<Value>& args) {
+// the int8 weight [N, K] scaled per row, plus the bias (None: none) and the outlier channels'
+// float product.
+Value dynamic_int8_linear(ReferenceInterpreter& in, const Node& node,
+                          const std::vector<Value>& args) {
   const TensorInfo &x = tensor(args, 0), &w = tensor(args, 1), &s = tensor(args, 2);
   const TensorInfo* bias = std::get_if<TensorInfo>(&args.at(3));
-  const auto &xv = in.ops().values(x), &wv = in.ops().values(w), &sv = in.ops().values(s);
+  const auto &wv = in.ops().values(w), &sv = in.ops().values(s);
+  std::vector<double> xv = in.ops().values(x);
   int64_t k = x.shape.back(), n = w.shape.at(0), rows = int64_t(xv.size()) / k;
+  // Outlier channels (a sixth and seventh operand): out of the quantized x, their float product
+  // with the outlier weight [channels, N] added.
+  std::vector<int64_t> channels;
+  std::vector<double> added(size_t(rows * n), 0.0);
+  if (node.args().size() > 6) {
+    for (const Arg& c : *node.args()[5].sequence()) channels.push_back(c.as<int64_t>());
+    const auto& ov = in.ops().values(tensor(args, 6));
+    for (int64_t i = 0; i < rows; ++i)
+      for (size_t c = 0; c < channels.size(); ++c) {
+        double v = xv[i * k + channels[c]];
+        for (int64_t j = 0; j < n; ++j) added[i * n + j] += v * ov[c * n + j];
+      }
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c : channels) xv[i * k + c] = 0.0;
+  }
   double low = std::min(0.0, *std::min_element(xv.begin(), xv.end()));
   double high = std::max(0.0, *std::max_element(xv.begin(), xv.end()));
   double scale = high > low ? (high - low) / 255 : 1.0;
@@ -148,7 +166,7 @@ Value dynamic_int8_linear(ReferenceInterpreter& in, const Node&, const std::vect
         double q = std::clamp(std::nearbyint(xv[i * k + p] / scale) + zero, 0.0, 255.0);
         sum += (q - zero) * scale * wv[j * k + p];
       }
-      out[i * n + j] = sum * sv[j] + (bias ? in.ops().values(*bias)[j] : 0.0);
+      out[i * n + j] = sum * sv[j] + (bias ? in.ops().values(*bias)[j] : 0.0) + added[i * n + j];
     }
   std::vector<int64_t> shape = x.shape;
   shape.back() = n;

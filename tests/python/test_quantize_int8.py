@@ -191,6 +191,37 @@ def exact_dynamic_int8(x: torch.Tensor, values: torch.Tensor, scales: torch.Tens
     return ((q @ values.double().t()) * scale * scales.double()).float()
 
 
+@pytest.mark.parametrize("engine", ["onednn", "fbgemm"])
+def test_packed_kernels_leave_outlier_channels_to_their_float_product(engine: str) -> None:
+    """The channels named are quantized as zeros (the tensor's scale fits the others) and their
+    float32 product with the outlier weight is added: the packed arithmetic on x with those
+    channels zeroed, plus x[:, channels] @ outlier_weight; far closer to the float Linear."""
+    if not fxopt.runtime.dynamic_int8.available(engine):
+        pytest.skip(f"this torch has no {engine} quantized engine")
+    torch.manual_seed(0)
+    k, n, channels = 32, 12, [4, 19]
+    weight = torch.randn(n, k)
+    kept = torch.ones(k)
+    kept[channels] = 0
+    level = fxopt.runtime.dynamic_int8.weight_max(engine)
+    scales = (weight * kept).abs().amax(1) / level
+    values = (weight * kept / scales[:, None]).round().to(torch.int8)
+    outlier_weight = weight[:, channels].t().contiguous()
+    x = torch.randn(5, k)
+    x[:, channels] *= 50
+    y = PACKED(x, values, scales, None, engine, channels, outlier_weight)
+    zeroed = x.clone()
+    zeroed[:, channels] = 0
+    expected = exact_dynamic_int8(zeroed, values, scales) + x[:, channels] @ outlier_weight
+    torch.testing.assert_close(y, expected, rtol=1e-4, atol=1e-4)
+    plain_scales = weight.abs().amax(1) / level
+    plain = PACKED(x, (weight / plain_scales[:, None]).round().to(torch.int8), plain_scales, None, engine)
+    exact = x @ weight.t()
+    assert (y - exact).norm() < 0.25 * (plain - exact).norm()
+    with pytest.raises(TypeError, match="2 outlier channels need a floating-point outlier_weight"):
+        PACKED(x, values, scales, None, engine, channels)
+
+
 def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
     """fbgemm's AVX2 kernels add pairs of u8 x s8 products in 16 bits: 127-level weights
     saturate them on large activations, 63-level ones (the pass's choice there) stay exact with
@@ -240,7 +271,8 @@ def test_fast_with_calibration_keeps_its_bound_on_an_avx2_only_cpu() -> None:
         "    gm = fxopt.optimize(model, 'fast', example_inputs=calibration, calibration=calibration,\n"
         "                        held_out=held_out)\n"
         "calls = gm.graph.find_nodes(op='call_function', target=dynamic_int8.dynamic_int8_linear)\n"
-        "assert 0 < len(calls) < 37 and {c.args[-1] for c in calls} == {'fbgemm'}, len(calls)\n"
+        "assert 0 < len(calls) < 37 and {c.args[4] for c in calls} == {'fbgemm'}, len(calls)\n"
+        "assert any(len(c.args) == 7 for c in calls)  # some with outlier channels\n"
         "stored = [functools.reduce(getattr, c.args[1].target.split('.'), gm) for c in calls]\n"
         "assert max(int(v.abs().max()) for v in stored) == 63\n"
         "for inputs in (calibration, *held_out):\n"
@@ -292,8 +324,10 @@ def test_calibration_runs_the_kernel_each_linear_gets(minilm: transformers.BertM
         assert {c.picked for c in t.report.choices} == {kernel}
         kept[kernel] = t.keep
         assert 0 < len(t.keep) < 6 * 6 + 1
-        # Outlier channels are the per-token kernel's alone.
-        assert bool(t.outliers) == (kernel == "int8_per_token")
+        # Both kernels set the outlier channels aside (the packed one when pinned to it).
+        assert t.outliers
+        named = [n for n in quantized.graph.nodes if n.target in (PER_TOKEN, PACKED) and len(n.args) == 7]
+        assert len(named) == len(t.outliers)
         for inputs in (calibration, *held_out):
             report = fxopt.verify(gm, quantized, inputs)
             assert report.min_cosine is not None and report.min_cosine >= 0.9997

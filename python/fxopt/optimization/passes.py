@@ -455,11 +455,12 @@ class QuantizeLinearsInt8(CalibratedPass):
     :meth:`calibrate_on` (the ``fast`` preset, when ``fxopt.optimize`` gets ``calibration=``).
     Skipped, with the reason: non-float32 or non-CPU weights.
 
-    `outliers` (node name -> input channels; calibration finds them) are channels the per-token
-    kernel leaves out of the int8 product and multiplies in float32 instead (the weight's
+    `outliers` (node name -> input channels; calibration finds them) are channels the int8
+    kernels leave out of the int8 product and multiply in float32 instead (the weight's
     columns for them stored as ``<weight path>_int8_outliers``): a LayerNorm's output has a few
     channels many times larger than the rest, and a token's scale sized to them leaves the
-    others a few levels. The packed kernels take none.
+    others a few levels. Where the per-token kernel is fast, a Linear with outlier channels is
+    offered it only (and float): one scale per tensor serves them worse even with them set aside.
 
     Measured on the real all-MiniLM-L6-v2 with every Linear in int8: cosine 0.9947 per token,
     0.986 per tensor (oneDNN); per token with the outlier channels calibration finds in float
@@ -492,8 +493,8 @@ class QuantizeLinearsInt8(CalibratedPass):
 
     @property
     def outliers(self) -> dict[str, list[int]]:
-        """Input channels each per-token int8 Linear leaves to their float product: given, or
-        what the last calibration found."""
+        """Input channels each int8 Linear leaves to their float product: given, or what the
+        last calibration found."""
         return self._outliers
 
     def choose(self, graph_module: GraphModule, calibration: Inputs, held_out: Sequence[Inputs]) -> None:
@@ -506,6 +507,7 @@ class QuantizeLinearsInt8(CalibratedPass):
         return {
             "keep": list(self._keep),
             "outliers": self._outliers,
+            "outliers_per_token_only": _outliers_per_token_only(),
             "compare_with": dtype_name(self.compare_with),
             "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),
             "choose_only": self._choose_only,
@@ -539,6 +541,14 @@ class QuantizeLinearsInt8(CalibratedPass):
         return cls(kept, outliers=outliers)
 
 
+def _outliers_per_token_only() -> bool:
+    """Whether a Linear with outlier channels is offered the per-token kernel only (and float):
+    where that kernel is fast here and no pin names another int8 kernel. Elsewhere (an AVX2-only
+    CPU) the packed kernels take the outlier channels too."""
+    pin = tuning.current().pins.get("int8_linear", "int8_per_token")
+    return hardware.fast_int8_cpu() and pin == "int8_per_token"
+
+
 def _fewest_kept(
     graph_module: GraphModule,
     inputs: Inputs,
@@ -547,13 +557,8 @@ def _fewest_kept(
     compare_with: torch.dtype,
 ) -> tuple[list[str], dict[str, list[int]]] | None:
     """QuantizeLinearsInt8.calibrated's choice: the Linears kept in float and the outlier
-    channels of those that go int8 (with the per-token kernel, the only one a Linear with
-    outlier channels is offered); None if no Linear goes int8 here."""
-    # Only where the per-token kernel may run (it is fast here, and no pin names another kernel)
-    # do outlier channels restrict a Linear's choice to it.
-    pin = tuning.current().pins.get("int8_linear", "int8_per_token")
-    per_token = hardware.fast_int8_cpu() and pin == "int8_per_token"
-    outliers = outlier_channels(graph_module, inputs) if per_token else {}
+    channels of those that go int8; None if no Linear goes int8 here."""
+    outliers = outlier_channels(graph_module, inputs)
     # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
     probe = QuantizeLinearsInt8(compare_with=compare_with, outliers=outliers)
     probe._choose_only = True  # the choices only: no weight quantized

@@ -89,14 +89,38 @@ def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
 
 @graph_leaf
 def dynamic_int8_linear(
-    x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, engine: str
+    x: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None,
+    engine: str,
+    outliers: list[int] | None = None,
+    outlier_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """linear(x, values * scales[:, None], bias) with x quantized per tensor to 8 bits.
 
     `values` is the int8 weight [N, K], `scales` its float32 per-row scales [N]; x is a float
-    tensor of any rank [..., K]. The result is [..., N] in x's dtype.
+    tensor of any rank [..., K]. The result is [..., N] in x's dtype. The channels `outliers`
+    are quantized as zeros and multiply `outlier_weight` [len(outliers), N] in float32 instead
+    (runtime/per_token_int8.py says why): the tensor's scale fits the other channels.
     """
+    n = values.shape[0]
+    if outliers and (
+        outlier_weight is None or not outlier_weight.is_floating_point() or outlier_weight.shape != (len(outliers), n)
+    ):
+        raise TypeError(
+            f"dynamic_int8_linear: {len(outliers)} outlier channels need a floating-point "
+            f"outlier_weight [{len(outliers)}, {n}]"
+        )
     with torch.no_grad():  # the packed kernels have no autograd formula; inference only
         packed, reduce_range = _pack(values, scales, bias, engine)
-        y = torch.ops.quantized.linear_dynamic(x.float(), packed, reduce_range)
+        xf = x.float()
+        if not outliers:
+            y = torch.ops.quantized.linear_dynamic(xf, packed, reduce_range)
+        else:
+            assert outlier_weight is not None
+            channels = torch.tensor(outliers, device=x.device)
+            added = torch.matmul(xf.index_select(-1, channels), outlier_weight.float())
+            y = torch.ops.quantized.linear_dynamic(xf.index_fill(-1, channels, 0), packed, reduce_range)
+            y = y.add_(added)
         return y if y.dtype == x.dtype else y.to(x.dtype)

@@ -213,13 +213,35 @@ def _int8_weights(kernel: str, weight: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def _int8_apply(
-    kernel: str, x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None
+    kernel: str,
+    x: torch.Tensor,
+    values: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None,
+    activation: str = "none",
+    outliers: list[int] | None = None,
+    outlier_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The Linear with `_int8_weights`' values, the activations quantized at run time as the
-    graph quantizes them, in x's dtype."""
+    graph quantizes them, in x's dtype; the per-token kernel applies `activation` (the packed
+    ones leave it to the caller)."""
     if kernel != "int8_per_token":
-        return dynamic_int8.dynamic_int8_linear(x, values, scales, bias, kernel.removeprefix("int8_"))
-    return per_token_int8.per_token_int8_linear(x, values, scales, bias)
+        engine = kernel.removeprefix("int8_")
+        return dynamic_int8.dynamic_int8_linear(x, values, scales, bias, engine, outliers, outlier_weight)
+    return per_token_int8.per_token_int8_linear(x, values, scales, bias, activation, outliers, outlier_weight)
+
+
+def _with_outliers(
+    kernel: str, weight: torch.Tensor, outliers: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor, list[int] | None, torch.Tensor | None]:
+    """`_int8_weights` of `weight` with its columns for `outliers` zeroed (as QuantizeLinearsInt8
+    stores them), the channels and the float weight's columns for them, transposed."""
+    if not outliers:
+        return (*_int8_weights(kernel, weight), None, None)
+    channels = list(outliers)
+    kept = torch.ones(weight.shape[1], dtype=weight.dtype)
+    kept[channels] = 0
+    return (*_int8_weights(kernel, weight * kept), channels, weight[:, channels].t().float().contiguous())
 
 
 def int8_linear(
@@ -227,19 +249,12 @@ def int8_linear(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The Linear QuantizeLinearsInt8 makes of `weight` and `bias` with `kernel`
     (cpp/passes/quantize_linears_int8.h), as a function of x: the weight quantized as the pass
-    quantizes it, the activations at run time as the graph does; the per-token kernel with the
-    input channels `outliers` left to their float product (the pass's option of that name).
+    quantizes it, the activations at run time as the graph does, the input channels `outliers`
+    left to their float product (the pass's option of that name).
     Calibration runs it to see the error each Linear will have; timing runs it to see its
     speed."""
-    if not outliers or kernel != "int8_per_token":
-        values, scales = _int8_weights(kernel, weight)
-        return lambda x: _int8_apply(kernel, x, values, scales, bias)
-    channels = list(outliers)
-    kept = torch.ones(weight.shape[1], dtype=weight.dtype)
-    kept[channels] = 0
-    values, scales = _int8_weights(kernel, weight * kept)
-    outlier_weight = weight[:, channels].t().float().contiguous()
-    return lambda x: per_token_int8.per_token_int8_linear(x, values, scales, bias, "none", channels, outlier_weight)
+    values, scales, channels, outlier_weight = _with_outliers(kernel, weight, outliers)
+    return lambda x: _int8_apply(kernel, x, values, scales, bias, "none", channels, outlier_weight)
 
 
 def _int8_kernel(kernel: str) -> Builder:
@@ -249,20 +264,20 @@ def _int8_kernel(kernel: str) -> Builder:
 
     def build(problem: Problem) -> Runner:
         o = _linear_operands(replace(problem, dtype="float32"))
-        weights = (*_int8_weights(kernel, o.weight), o.bias)
+        # With as many outlier channels as calibration may give it.
+        outliers = range(min(per_token_int8.MOST_OUTLIERS, o.weight.shape[1]))
+        values, scales, channels, outlier_weight = _with_outliers(kernel, o.weight, outliers)
         x = o.x.to(getattr(torch, problem.dtype))
         if kernel == "int8_per_token":
-            # With as many outlier channels as calibration may give it.
-            channels = list(range(min(per_token_int8.MOST_OUTLIERS, o.weight.shape[1])))
-            outlier_weight = o.weight[:, channels].t().contiguous()
             return Runner(
-                lambda w: per_token_int8.per_token_int8_linear(
-                    x, w[0], w[1], w[2], o.activation, channels, outlier_weight
-                ),
-                weights,
+                lambda w: _int8_apply(kernel, x, w[0], w[1], w[2], o.activation, channels, outlier_weight),
+                (values, scales, o.bias),
             )
         act = _ACTIVATIONS[o.activation]
-        return Runner(lambda w: act(_int8_apply(kernel, x, *w)), weights)
+        return Runner(
+            lambda w: act(_int8_apply(kernel, x, w[0], w[1], w[2], "none", channels, outlier_weight)),
+            (values, scales, o.bias),
+        )
 
     return build
 
