@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -192,6 +193,10 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   ChoiceQuery query =
       linear_choice_query(*view, "int8_linear", activation ? activation->name : "none", kernels, 1);
   query.dtype = compare_with_;
+  // The int8 kernels are timed with this Linear's outlier channels, their count rounded up to a
+  // power of two: the cost grows with the count, and fewer distinct queries are timed.
+  if (!outliers.empty())
+    query.variant += ",outliers=" + std::to_string(std::bit_ceil(outliers.size()));
   std::string kernel = ctx.choose(*node, query);
   if (kernel == compare_with_)
     return ctx.skip(*node, "the " + compare_with_ +

@@ -140,10 +140,13 @@ TEST_F(KernelChoiceTest, Float32KeepsAnInt8CandidateUnquantized) {
 TEST_F(KernelChoiceTest, OutlierChannelsOfferThePerTokenKernelOnly) {
   build_linear_gelu();
   FixedChooser chooser("int8_per_token");
-  PassResult result = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {1}}}),
-                               program, edits, ops, kSig, false, chooser);
+  PassResult result =
+      run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {0, 1, 3}}}), program,
+               edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
+  // Timed with them, their count rounded up to a power of two.
+  EXPECT_EQ(chooser.queries[0].variant, "gelu,outliers=4");
   EXPECT_EQ(result.changed.size(), 1u);
 }
 

@@ -347,8 +347,7 @@ class _TwoLinears(nn.Module):
 def test_outlier_channels_are_the_few_far_above_the_median() -> None:
     """Channels whose calibrated range is over 4x the median channel's, the 8 largest at most,
     ascending; a Linear without such channels (or not asked about) gets none."""
-    from fxopt.optimization.int8_calibration import outlier_channels
-    from fxopt.runtime.per_token_int8 import MOST_OUTLIERS
+    from fxopt.optimization.int8_calibration import MOST_OUTLIERS, outlier_channels
 
     torch.manual_seed(0)
     gm = torch.fx.symbolic_trace(_TwoLinears())

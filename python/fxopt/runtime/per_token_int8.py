@@ -31,13 +31,6 @@ from . import graph_leaf
 
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
-MOST_OUTLIERS = 8
-"""At most this many outlier channels a Linear gets from calibration, and as many as the kernel
-choice times the int8 kernels with (so an int8 Linear that wins, wins with its outliers): each costs
-a float multiply-add per output and token, and a Linear whose outliers are not a few is not
-helped by setting some aside (all-MiniLM-L6-v2's FFN outputs: 1.3-3.0% error with none, with
-eight, or smoothed)."""
-
 
 @graph_leaf
 def per_token_int8_linear(

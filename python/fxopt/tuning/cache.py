@@ -35,9 +35,9 @@ streamed from memory): choices timed another way are not reused."""
 KERNELS = "k5"
 """The revision of the candidates' kernels, raised whenever one of them changes what it runs
 (k2: oneDNN's linear on a weight packed once; fxopt's int8 kernel prefetching into L2; k3: the
-per-token int8 Linear in fxopt's kernels, in the activations' dtype; k4: that Linear timed with
-its most outlier channels; k5: the packed ones too), so a choice measured on the old kernel is
-not reused."""
+per-token int8 Linear in fxopt's kernels, in the activations' dtype; k5: the int8 Linears timed
+with the outlier channels a query names), so a choice measured on the old kernel is not
+reused."""
 
 
 def machine_key() -> str:

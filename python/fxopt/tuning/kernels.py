@@ -170,18 +170,23 @@ class _LinearOperands:
     weight: torch.Tensor
     bias: torch.Tensor | None
     activation: str
+    outliers: int
+    """Input channels an int8 Linear leaves to a float product (QuantizeLinearsInt8's option)."""
 
 
 def _linear_operands(problem: Problem) -> _LinearOperands:
+    """The variant: the activation, then ",no_bias" and ",outliers=<count>" where they apply."""
     tokens, in_features, out_features = problem.shape
     dtype = getattr(torch, problem.dtype)
-    activation, _, bias = problem.variant.partition(",")
+    activation, *flags = problem.variant.split(",")
+    outliers = next((int(flag.removeprefix("outliers=")) for flag in flags if flag.startswith("outliers=")), 0)
     generator = torch.Generator().manual_seed(0)
     return _LinearOperands(
         random_operand(tokens, in_features, generator=generator).to(dtype),
         random_operand(out_features, in_features, generator=generator, scale=in_features**-0.5).to(dtype),
-        None if bias == "no_bias" else random_operand(out_features, generator=generator).to(dtype),
+        None if "no_bias" in flags else random_operand(out_features, generator=generator).to(dtype),
         activation or "none",
+        outliers,
     )
 
 
@@ -264,9 +269,8 @@ def _int8_kernel(kernel: str) -> Builder:
 
     def build(problem: Problem) -> Runner:
         o = _linear_operands(replace(problem, dtype="float32"))
-        # With as many outlier channels as calibration may give it.
-        outliers = range(min(per_token_int8.MOST_OUTLIERS, o.weight.shape[1]))
-        values, scales, channels, outlier_weight = _with_outliers(kernel, o.weight, outliers)
+        # With as many outlier channels as the Linear has (which ones does not change the time).
+        values, scales, channels, outlier_weight = _with_outliers(kernel, o.weight, range(o.outliers))
         x = o.x.to(getattr(torch, problem.dtype))
         if kernel == "int8_per_token":
             return Runner(
