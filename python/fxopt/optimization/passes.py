@@ -8,8 +8,13 @@ from typing import Any
 import torch
 from torch.fx import GraphModule
 
-from . import hardware
-from .hardware import fast_bfloat16_cpu, onednn_conv_available, onednn_dtypes, onednn_linear_available
+from .hardware import (
+    fast_bfloat16_cpu,
+    fast_int8_cpu,
+    onednn_conv_available,
+    onednn_dtypes,
+    onednn_linear_available,
+)
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
 from ..runtime import dynamic_int8
@@ -546,7 +551,7 @@ def _outliers_per_token_only() -> bool:
     where that kernel is fast here and no pin names another int8 kernel. Elsewhere (an AVX2-only
     CPU) the packed kernels take the outlier channels too."""
     pin = tuning.current().pins.get("int8_linear", "int8_per_token")
-    return hardware.fast_int8_cpu() and pin == "int8_per_token"
+    return fast_int8_cpu() and pin == "int8_per_token"
 
 
 def _fewest_kept(

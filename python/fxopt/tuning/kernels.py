@@ -272,14 +272,10 @@ def _int8_kernel(kernel: str) -> Builder:
         # With as many outlier channels as the Linear has (which ones does not change the time).
         values, scales, channels, outlier_weight = _with_outliers(kernel, o.weight, range(o.outliers))
         x = o.x.to(getattr(torch, problem.dtype))
-        if kernel == "int8_per_token":
-            return Runner(
-                lambda w: _int8_apply(kernel, x, w[0], w[1], w[2], o.activation, channels, outlier_weight),
-                (values, scales, o.bias),
-            )
-        act = _ACTIVATIONS[o.activation]
+        fused = kernel == "int8_per_token"
+        activation, act = (o.activation, _ACTIVATIONS["none"]) if fused else ("none", _ACTIVATIONS[o.activation])
         return Runner(
-            lambda w: act(_int8_apply(kernel, x, w[0], w[1], w[2], "none", channels, outlier_weight)),
+            lambda w: act(_int8_apply(kernel, x, w[0], w[1], w[2], activation, channels, outlier_weight)),
             (values, scales, o.bias),
         )
 
