@@ -57,6 +57,7 @@ from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
 from . import signature
+from .unbuilt_guards import shape_guards_unbuilt
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
 from .dummy_inputs import (
     Inputs,
@@ -405,7 +406,8 @@ def _trace_dynamo(
     `torch._dynamo.export` returns a GraphModule whose forward takes the inputs by name (or
     position) and rebuilds the model's own output type through pytree specs; its guards are
     not kept, so dimensions Dynamo specialised show up as constants in the graph, as they do
-    in export graphs; `guard_inputs` checks them again at the top of the graph. Weights get
+    in export graphs; `guard_inputs` checks them again at the top of the graph, so the shape
+    guard function Dynamo would build is skipped (`unbuilt_guards`). Weights get
     the model's names and module tree back (`restore_model_names`).
     `dynamic=False` makes every dimension static; `dynamic=True` all but an image's height and
     width (marked static on a copy of the input, so the caller's tensor is left alone): Dynamo's
@@ -419,7 +421,8 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
+    with shape_guards_unbuilt():
+        result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
     restore_model_names(graph_module, model)
     record_example_values(graph_module)
