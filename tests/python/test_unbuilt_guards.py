@@ -7,6 +7,7 @@ guard is how they report a specialised dimension) and must not reach torch.compi
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -36,16 +37,8 @@ def shape_guards_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _unskipped_trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.fx.GraphModule:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("fxopt.tracing.trace.shape_guards_unbuilt", _no_skip)
+        patch.setattr("fxopt.tracing.trace.shape_guards_unbuilt", contextlib.nullcontext)
         return fxopt.trace(model, example_inputs=inputs, mode="dynamo")
-
-
-class _no_skip:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def test_a_dynamo_trace_builds_no_shape_guard_and_keeps_its_graph(shape_guards_built: list[int]) -> None:

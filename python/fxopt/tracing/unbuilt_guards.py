@@ -60,6 +60,4 @@ def _install() -> None:
 
 def _unconstrained_export(builder: Any) -> bool:
     output_graph = getattr(getattr(builder, "check_fn_manager", None), "output_graph", None)
-    return bool(getattr(output_graph, "export", False)) and not getattr(
-        output_graph, "export_constraints", None
-    )
+    return bool(getattr(output_graph, "export", False)) and not getattr(output_graph, "export_constraints", None)
