@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ops/attention.h"
+#include "ops/targets.h"
 
 namespace fxopt {
 namespace {
@@ -120,8 +121,8 @@ bool effect_function(std::string_view target) {
          target.starts_with("torch.autograd.profiler.");
 }
 
-// Ops known to return a new tensor rather than a view of their first operand: mutating one of
-// their results never reaches the operand. Anything else may alias it (written_in_place).
+}  // namespace
+
 bool fresh_result(const Program& program, const Node& node) {
   if (node.kind() == NodeKind::CallModule) {
     std::string_view type = last_component(module_type(program, node));
@@ -190,8 +191,11 @@ bool fresh_result(const Program& program, const Node& node) {
                        "new_zeros",
                        "new_full",
                        "new_empty",
-                       "lift_fresh_copy"});
+                       "lift_fresh_copy",
+                       "int8_conv2d"});
 }
+
+namespace {
 
 Node* first_operand(const Node& node) {
   return node.args().empty() ? nullptr : node.args()[0].node();
@@ -233,6 +237,11 @@ bool is_mutating(const Program& program, const Node& node) {
                         "imatmul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"}))
         return true;
       if (target == "_operator.setitem") return true;
+      // fxopt's int8 convolution adds into its residual where the graph lets it
+      // (passes/quantize_convs_int8.h).
+      if (node.target() == targets::kInt8Conv2d)
+        return node.args().size() > targets::kInt8Conv2dResidualDies &&
+               node.args()[targets::kInt8Conv2dResidualDies] == Arg(true);
       std::string_view overload = aten_overload(node);
       if (overload == "out" || overload.ends_with("_out")) return true;
       const Arg* inplace = node.kwargs().find("inplace");

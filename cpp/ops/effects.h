@@ -30,6 +30,9 @@ namespace fxopt {
 std::string_view op_name(const Program& program, const Node& node);
 
 bool is_mutating(const Program& program, const Node& node);
+// Whether the op is known to return a new tensor rather than a view of its first operand:
+// mutating its result never reaches the operand. Anything else may alias it (written_in_place).
+bool fresh_result(const Program& program, const Node& node);
 bool is_random(const Program& program, const Node& node);
 bool is_runtime_check(const Program& program, const Node& node);
 // Every (kind, target) a runtime check can have (call_module triggers name the guard's type).

@@ -2,6 +2,8 @@
 // for Python callables, `str(op)` for ATen overloads, the method name for call_method.
 #pragma once
 
+#include <cstddef>
+
 #include "ir/symbol.h"
 
 namespace fxopt::targets {
@@ -51,5 +53,7 @@ inline const Symbol kDynamicInt8Linear =
 // QuantizeConvsInt8's call: oneDNN's int8 convolution on activations quantized with calibrated
 // scales (python/fxopt/runtime/static_int8_conv.py).
 inline const Symbol kInt8Conv2d = Symbol::intern("fxopt.runtime.static_int8_conv.int8_conv2d");
+// Its last argument: true where nothing else reads the residual, so the call adds into it.
+inline constexpr size_t kInt8Conv2dResidualDies = 14;
 
 }  // namespace fxopt::targets

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "ops/effects.h"
 #include "ops/targets.h"
 #include "passes/conv_fusion.h"
 #include "passes/fused_call.h"
@@ -17,12 +18,23 @@ namespace fxopt {
 namespace {
 
 using targets::kInt8Conv2d;
-constexpr size_t kArity = 14;
+constexpr size_t kArity = targets::kInt8Conv2dResidualDies + 1;
 const char* const kInt8 = "int8_onednn";
 
 // The activations oneDNN's int8 convolution applies to a float result, as ops/activation.h
 // names them (after a residual add, ReLU only: passes/conv_fusion.h).
 constexpr std::array<std::string_view, 4> kInt8Activations = {"relu", "relu6", "hardswish", "silu"};
+
+// Whether the call may add into the residual's memory (see the header): a tensor of its own
+// whose other readers all run before the add and make tensors of their own, so no view of it
+// is read after the call either.
+bool residual_dies(const Program& program, const std::optional<ResidualAdd>& add) {
+  if (!add || !fresh_result(program, *add->residual)) return false;
+  return std::ranges::all_of(add->residual->users(), [&](const Node* reader) {
+    return reader == add->node ||
+           (program.graph.before(reader, add->node) && fresh_result(program, *reader));
+  });
+}
 
 bool valid(const InputQuantization& q) {
   return std::isfinite(q.scale) && q.scale > 0 && q.zero_point >= 0 && q.zero_point <= 255;
@@ -102,10 +114,12 @@ void QuantizeConvsInt8::rewrite(PassContext& ctx, Node* node) const {
       std::ranges::find(kInt8Activations, fusion->activation->name) == kInt8Activations.end())
     fusion->activation.reset();
 
+  bool dies = residual_dies(rewriter.program(), fusion->add);
   std::vector<std::string> kernels = {compare_with_, kInt8};
   std::string kernel =
       ctx.choose(*node, ChoiceQuery{"int8_conv2d", fusion->choice_shape(), compare_with_,
-                                    fusion->choice_variant(), conv.input->name(), kernels, 1});
+                                    fusion->choice_variant() + (dies ? ",owned" : ""),
+                                    conv.input->name(), kernels, 1});
   if (kernel == compare_with_)
     return ctx.skip(*node, "the " + compare_with_ +
                                " convolution was measured faster here (see the pass's choices)");
@@ -131,13 +145,16 @@ void QuantizeConvsInt8::rewrite(PassContext& ctx, Node* node) const {
                fusion->add ? Arg(fusion->add->residual) : Arg(None{}),
                op.attr,
                op.scalars,
-               op.algorithm};
+               op.algorithm,
+               dies};
   replace_by_fused_call(ctx, pattern, std::move(*captured), kInt8Conv2d, "int8_conv2d",
                         std::move(args));
 }
 
 void QuantizeConvsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
-  if (node->args().size() != kArity || !node->args()[0].node())
+  // A graph saved before the call took residual_dies holds one argument fewer.
+  size_t arity = node->args().size();
+  if ((arity != kArity && arity != kArity - 1) || !node->args()[0].node())
     throw PassError(*node, "is no longer the int8 convolution this transformation made");
   std::vector<Node*> inputs = {node->args()[0].node()};
   if (Node* residual = node->args()[10].node()) inputs.push_back(residual);

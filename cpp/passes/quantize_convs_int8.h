@@ -8,7 +8,7 @@
 //            %y = relu(%s)               (optional; without an add also relu6, hardswish, silu)
 //   after:   %y = fxopt.runtime.static_int8_conv.int8_conv2d(%x, %w_int8, %w_int8_scale, %b,
 //                     stride, padding, dilation, groups, x_scale, x_zero_point, %r,
-//                     "relu", [], None)
+//                     "relu", [], None, residual_dies)
 //
 // with w_scale = max |W[o]| / 127 per output channel and w_int8 = round(W / w_scale) (shape of
 // W), computed once (TensorOps::quantize_rows_int8) and stored next to the weight
@@ -16,6 +16,12 @@
 // exact. The call quantizes x to uint8 (kernels/quantize_u8.h), runs oneDNN's u8 x s8 kernels
 // on a weight it packs once (packing.py), and returns x's dtype: a lowering that follows
 // (ChangePrecision) leaves it in bfloat16, its scales and bias in float32 (ops/dtype_flow.h).
+// oneDNN's int8 convolution adds a residual in place (its sum post-op; it has no binary add),
+// so the call copies the residual first, unless `residual_dies`: the residual is a tensor of
+// its own (ops/effects.h fresh_result) that nothing reads after the add, and no reader before
+// it made a view of it, as with a ResNet block's input (read by the block's first convolution,
+// then by the add). The call then counts as mutating it (is_mutating), so the cleanups that
+// run later never give that value another reader (written_in_place).
 //
 // Why: int8 convolutions ran 1.4-1.8x faster than oneDNN's bfloat16 ones at ResNet-50's sizes
 // on a Zen 4 (VNNI; one thread, batch 1), and per-tensor activation scales are enough for

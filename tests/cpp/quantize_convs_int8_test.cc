@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "norm_fixtures.h"
+#include "ops/effects.h"
+#include "passes/eliminate_common_subexpressions.h"
 
 namespace fxopt {
 namespace {
@@ -44,7 +46,7 @@ TEST_F(QuantizeConvsInt8Test, ModuleConvAddAndReluBecomeOneInt8Call) {
   EXPECT_EQ(forward.changed, (std::vector<std::string>{"int8_conv2d"}));
   ASSERT_EQ(calls().size(), 1u);
   Node* call = calls()[0];
-  ASSERT_EQ(call->args().size(), 14u);
+  ASSERT_EQ(call->args().size(), 15u);
   EXPECT_EQ(call->args()[0], Arg(x));
   EXPECT_TRUE(call->args()[1].node()->is(NodeKind::GetAttr, Symbol::intern("conv.weight_int8")));
   EXPECT_TRUE(
@@ -52,7 +54,8 @@ TEST_F(QuantizeConvsInt8Test, ModuleConvAddAndReluBecomeOneInt8Call) {
   EXPECT_TRUE(call->args()[3].node()->is(NodeKind::GetAttr, Symbol::intern("conv.bias")));
   EXPECT_EQ(Args(call->args().begin() + 4, call->args().end()),
             (Args{List{{1, 1}}, List{{1, 1}}, List{{1, 1}}, 1, 6.0 / 255, 128, x, "relu", List{},
-                  None{}}));
+                  None{}, false}));  // the input x is the caller's: added into a copy
+  EXPECT_FALSE(is_mutating(program, *call));
   const TensorInfo& values = program.attributes.at("conv.weight_int8");
   EXPECT_EQ(values.dtype, "int8");
   EXPECT_EQ(values.shape, (std::vector<int64_t>{4, 4, 3, 3}));
@@ -103,7 +106,7 @@ TEST_F(QuantizeConvsInt8Test, FunctionalConvsTakeTheActivationsOneDnnApplies) {
   EXPECT_EQ(forward.changed.size(), 3u);
   ASSERT_EQ(calls().size(), 3u);
   EXPECT_EQ(Args(calls()[0]->args().begin() + 11, calls()[0]->args().end()),
-            (Args{"hardtanh", List{{0.0, 6.0}}, None{}}));
+            (Args{"hardtanh", List{{0.0, 6.0}}, None{}, false}));
   EXPECT_EQ(calls()[1]->args()[3], Arg(None{}));  // no bias
   EXPECT_EQ(calls()[1]->args()[7], Arg(6));       // depthwise
   EXPECT_EQ(calls()[1]->args()[11], Arg("swish"));
@@ -116,6 +119,51 @@ TEST_F(QuantizeConvsInt8Test, FunctionalConvsTakeTheActivationsOneDnnApplies) {
   apply({}, /*reverse=*/true);
   EXPECT_EQ(structure(), graph_before);
   EXPECT_FALSE(program.attributes.contains("a.weight_int8"));
+  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
+}
+
+// A residual that is a tensor of its own, read before the add only by an op making a tensor of
+// its own (a ResNet block's input, read by the block's first convolution): the call adds into
+// it (its last argument true), so it writes that value (ops/effects.h), and a later
+// EliminateCommonSubexpressions keeps an equal value apart rather than give it a reader the
+// write would corrupt. Read after the add too, the residual is added into a copy.
+TEST_F(QuantizeConvsInt8Test, AResidualNothingElseReadsIsAddedIntoInPlace) {
+  conv_module("conv", 2, 4, 4, 1, true);
+  conv_module("conv_1", 2, 4, 4, 1, true);
+  Node* x = shaped(b.input("x"), {1, 4, 5, 5});
+  Node* dies = shaped(b.call("relu", "torch.relu", {x}), {1, 4, 5, 5});
+  Node* early = shaped(b.call("mul_1", "_operator.mul", {dies, 3.0}), {1, 4, 5, 5});
+  Node* equal = shaped(b.call("relu_1", "torch.relu", {x}), {1, 4, 5, 5});
+  Node* kept = shaped(b.call("mul", "_operator.mul", {x, 2.0}), {1, 4, 5, 5});
+  Node* conv = shaped(b.module("conv", "conv", {x}), {1, 4, 5, 5});
+  Node* add = shaped(b.call("add", "_operator.add", {conv, dies}), {1, 4, 5, 5});
+  Node* conv_1 = shaped(b.module("conv_1", "conv_1", {x}), {1, 4, 5, 5});
+  Node* add_1 = shaped(b.call("add_1", "_operator.add", {conv_1, kept}), {1, 4, 5, 5});
+  Node* late = shaped(b.call("mul_2", "_operator.mul", {kept, 3.0}), {1, 4, 5, 5});
+  b.output(Tuple{{add, early, equal, add_1, late}});
+  auto before = run({{"x", x_}});
+  auto graph_before = structure();
+
+  apply({{"conv", wide()}, {"conv_1", wide()}});
+  ASSERT_EQ(calls().size(), 2u);
+  Node* into_residual = calls()[0];
+  ASSERT_EQ(into_residual->args()[10], Arg(dies));
+  EXPECT_EQ(into_residual->args().back(), Arg(true));
+  EXPECT_TRUE(is_mutating(program, *into_residual));
+  EXPECT_TRUE(written_in_place(program).contains(dies));
+  ASSERT_EQ(calls()[1]->args()[10], Arg(kept));
+  EXPECT_EQ(calls()[1]->args().back(), Arg(false));
+  EXPECT_FALSE(is_mutating(program, *calls()[1]));
+  EXPECT_LT(max_diff(before, run({{"x", x_}})), 0.1);
+
+  PassResult cse = run_pass(EliminateCommonSubexpressions(), program, edits, ops, "cse", false);
+  EXPECT_TRUE(cse.changed.empty());
+  ASSERT_EQ(cse.skipped.size(), 1u);
+  EXPECT_EQ(cse.skipped[0].node, "relu_1");
+  EXPECT_EQ(program.graph.find(NodeKind::CallFunction, Symbol::intern("torch.relu")).size(), 2u);
+
+  apply({}, /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
   EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
 }
 

@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import fxopt
-from fxopt.optimization import ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, QuantizeConvsInt8, compose
+from fxopt.optimization import (
+    ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, QuantizeConvsInt8, RemoveNoOps, compose,
+)
 from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_conv_available
 from fxopt.runtime import static_int8_conv
 from fxopt.runtime.static_int8_conv import int8_conv2d, quantize_u8
@@ -91,6 +93,76 @@ def test_int8_conv2d_adds_into_a_copy_of_the_residual() -> None:
     torch.testing.assert_close(unbatched, y[0])
     with pytest.raises(TypeError, match="int8 values"):
         int8_conv2d(x, values.float(), scales, None, [1, 1], [0, 0], [1, 1], 1, 0.1, 0, None, "none", [], None)
+
+
+def test_int8_conv2d_adds_into_a_residual_that_dies_with_the_same_result() -> None:
+    torch.manual_seed(1)
+    x, r = torch.randn(1, 8, 6, 6), torch.randn(1, 8, 6, 6).contiguous(memory_format=torch.channels_last)
+    values, scales = quantized_weight(torch.randn(8, 8, 1, 1) * 0.3)
+    args = (values, scales, None, [1, 1], [0, 0], [1, 1], 1, 8 / 255, 128)
+    copied = int8_conv2d(x, *args, r, "relu", [], None)
+    dying = r.clone()
+    assert torch.equal(int8_conv2d(x, *args, dying, "relu", [], None, True), copied)
+    assert torch.equal(int8_conv2d(x[0], *args, r.clone()[0], "relu", [], None, True), copied[0])
+
+
+class _ReadAfterTheAdd(torch.nn.Module):
+    """`r` is read by `a`, by the add `a`'s int8 call takes in, then by `b`: that call must add
+    into a copy. `y` is read by nothing after `b`'s add: that call may add into it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.a, self.b = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1), torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r = torch.relu(self.stem(x))
+        y = torch.relu(self.a(r) + r)
+        return self.b(r) + y
+
+
+def _read_after_the_add(pixels: torch.Tensor, dialect: str) -> tuple[torch.fx.GraphModule, tuple[torch.Tensor]]:
+    torch.manual_seed(5)
+    model = _ReadAfterTheAdd().eval()
+    mode = "export" if dialect == "export" else "symbolic"
+    return fxopt.trace(model, example_inputs=(pixels,), mode=mode, dynamic=False), (pixels,)  # static: adds fuse
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("build", ["resnet", "read_after"])
+def test_a_residual_nothing_reads_after_its_add_is_added_into_in_place(build: str, dialect: str) -> None:
+    """A bottleneck's input is read by its first convolution, then by the add its last one takes
+    in: nothing reads it after that call, which adds into it instead of a copy. Every other
+    residual (one read later, the graph's input) is copied; the outputs are the copying graph's,
+    bit for bit, and the caller's input is never written."""
+    torch.manual_seed(4)
+    pixels, calibration = torch.randn(2, 3, 32, 32), torch.randn(2, 3, 32, 32)
+    if build == "resnet":
+        model = tiny_resnet()
+        gm, args = trace_vision(model, pixels, dialect)
+        calibration_args = trace_vision(model, calibration, dialect)[1]
+    else:
+        gm, args = _read_after_the_add(pixels, dialect)
+        calibration_args = (calibration,)
+    step = QuantizeConvsInt8(calibrate=True, min_cosine=0.9)
+    step.calibrate_on(calibration_args)
+    out = compose(RemoveNoOps(), FuseBatchNormInConv(), ConvWeightsChannelsLast(), step, inplace=False)(gm)
+    order = {n: i for i, n in enumerate(out.graph.nodes)}
+    with_residual = [n for n in int8_convs(out) if isinstance(n.args[10], torch.fx.Node)]
+    for call in with_residual:  # never a value read later, nor the caller's
+        residual = call.args[10]
+        if any(order[user] > order[call] for user in residual.users) or residual.op == "placeholder":
+            assert call.args[14] is False, call.name
+    assert any(call.args[14] is True for call in with_residual)
+    if build == "read_after":
+        assert [call.args[14] for call in with_residual] == [False, True]
+
+    copying = copy.deepcopy(out)
+    for node in int8_convs(copying):
+        node.args = (*node.args[:14], False)
+    copying.recompile()
+    given = args[0].clone()  # the graph's input: the images, or the embedder's features
+    assert all(torch.equal(a, b) for a, b in zip(outputs(out, *args), outputs(copying, *args)))
+    assert torch.equal(args[0], given)
 
 
 @pytest.mark.parametrize("build", [tiny_resnet, tiny_mobilenet_v2])

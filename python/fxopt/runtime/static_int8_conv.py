@@ -9,8 +9,11 @@ with the residual add and the activation as post-ops, and returns the input's dt
 lowered to bfloat16 it reads and writes bfloat16 (ChangePrecision leaves it in its input's
 dtype, cpp/ops/dtype_flow.h), its scales and bias float32.
 
-oneDNN adds the residual into its operand in place; the call adds into a copy, so the graph's
-value is never written. Inference only: the result has no autograd history.
+oneDNN adds the residual into its operand in place (its int8 convolution has no out-of-place
+add): the call adds into a copy, so the graph's value is never written, unless the pass found
+that nothing else reads the residual (`residual_dies`), as a ResNet block's input is read by its
+last convolution only; then it adds into the residual's own memory. Inference only: the result
+has no autograd history.
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ def int8_conv2d(
     attr: str,
     scalars: Sequence[float],
     algorithm: str | None,
+    residual_dies: bool = False,
 ) -> torch.Tensor:
     """attr(conv2d(q(x), values * scales[:, None, None, None], bias, stride, padding, dilation,
     groups) [+ residual]) in x's dtype, q(x) = (quantize_u8(x) - x_zero_point) * x_scale.
@@ -109,12 +113,13 @@ def int8_conv2d(
     scales; x a 4-D CPU float tensor (3-D: one unbatched image); `attr`, `scalars` and
     `algorithm` name the activation as oneDNN does ("none", "relu", "hardtanh" with [0, 6],
     "hardswish", "swish"; "relu" or "none" with a residual). The result is channels-last.
+    `residual_dies`: nothing reads the residual after this call, which may then write into it.
     """
     if x.dim() == 3:
         unbatched = None if residual is None else residual[None]
         batch = int8_conv2d(
             x[None], values, scales, bias, stride, padding, dilation, groups, x_scale, x_zero_point,
-            unbatched, attr, scalars, algorithm,
+            unbatched, attr, scalars, algorithm, residual_dies,
         )
         return batch[0]
     if values.dtype != torch.int8 or scales.dtype != torch.float32 or values.dim() != 4:
@@ -136,7 +141,7 @@ def int8_conv2d(
                 1.0, 0, work.dtype, attr, scalars, algorithm,
             )
         else:
-            accumulator = residual.to(dtype=work.dtype, memory_format=torch.channels_last, copy=True)
+            accumulator = residual.to(dtype=work.dtype, memory_format=torch.channels_last, copy=not residual_dies)
             y = torch.ops.onednn.qconv2d_pointwise.binary(
                 qx, x_scale, x_zero_point, packed, scales, zeros, accumulator, bias, *geometry,
                 1.0, 0, work.dtype, 1.0, 0, "sum", 1.0, None if attr == "none" else attr, scalars, algorithm,

@@ -326,7 +326,8 @@ class _ConvOperands:
 def _conv_operands(problem: Problem) -> _ConvOperands:
     """Query shape (cpp/passes/fuse_conv_activation_onednn.cc): the input's N, C, H, W, the
     output channels, kernel height and width, stride, padding, dilation (2 each) and groups;
-    variant: the activation, then ",add" and ",no_bias" where they apply. Channels-last
+    variant: the activation, then ",add" and ",no_bias" where they apply (",owned": see
+    `_int8_conv`). Channels-last
     tensors, as the graph has them after ConvWeightsChannelsLast."""
     n, c, h, w, out, kh, kw, sh, sw, ph, pw, dh, dw, groups = problem.shape
     activation, *flags = problem.variant.split(",")
@@ -395,11 +396,12 @@ def _int8_conv(problem: Problem) -> Runner:
     bias = None if o.bias is None else o.bias.float()
     x_scale, zero_point = static_int8_conv.input_quantization(float(o.x.min()), float(o.x.max())) or (1.0, 0)
     attr, scalars, algorithm = _POST_OPS.get(o.activation, ("none", [], None))
+    owned = "owned" in problem.variant.split(",")  # the call adds into the residual, no copy
 
     def run(w: Weights) -> torch.Tensor:
         values, scales, bias = w
         return static_int8_conv.int8_conv2d(
-            o.x, values, scales, bias, *o.geometry, x_scale, zero_point, o.residual, attr, scalars, algorithm
+            o.x, values, scales, bias, *o.geometry, x_scale, zero_point, o.residual, attr, scalars, algorithm, owned
         )
 
     return Runner(run, (values, scales, bias))
