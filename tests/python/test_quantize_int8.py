@@ -376,3 +376,32 @@ def test_calibration_tries_every_linear_in_int8_first() -> None:
     tight = Calibration(gm, kernels, linear_stand_in(kernels), inputs)
     kept = fewest_kept(tight, 1.0)
     assert kept == tight.by_sensitivity() and tight.runs > 3  # nothing in int8 is exact
+
+
+def test_a_linear_calibration_leaves_float_stays_float(tmp_path, monkeypatch) -> None:
+    """Calibration asks each Linear's kernel with its outlier channels; one whose answer there is
+    float stays float, though the pass, asked without those channels (only int8 Linears keep
+    theirs), would pick a packed int8 kernel no calibration checked."""
+    from fxopt.optimization.passes import _outliers_per_token_only
+    from fxopt.tuning import chooser as chooser_module
+    from fxopt.tuning.cache import ChoiceCache
+
+    if not _outliers_per_token_only():
+        pytest.skip("only where a Linear with outlier channels is offered the per-token kernel alone (VNNI/AMX)")
+    chooser = fxopt.tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    seconds = {"float32": 1.0, "bfloat16": 1.0, "int8_per_token": 2.0, "int8_onednn": 0.6, "int8_fbgemm": 0.5}
+    monkeypatch.setattr(chooser_module, "best_times", lambda runners, **_: {name: seconds[name] for name in runners})
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(_TwoLinears())
+    x = torch.rand(64, 32) * 2 - 1
+    x[:, 7] *= 30  # an outlier channel of the first Linear's input
+    ShapeProp(gm).propagate(x)  # the sizes the chooser times
+    t = QuantizeLinearsInt8(calibrate=True, min_cosine=0.99)
+    t.calibrate_on({"x": x})
+    out = t(copy.deepcopy(gm))
+    assert "first" in t.keep and "first" not in t.outliers
+    first = [n for n in out.graph.nodes if n.op == "call_module" and n.target == "first"]
+    assert first, "the first Linear stays the float module"
+    assert fxopt.verify(gm, out, {"x": x}).min_cosine >= 0.99

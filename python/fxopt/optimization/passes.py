@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.fx import GraphModule
@@ -504,9 +504,7 @@ class QuantizeLinearsInt8(CalibratedPass):
 
     def choose(self, graph_module: GraphModule, calibration: Inputs, held_out: Sequence[Inputs]) -> None:
         chosen = _fewest_kept(graph_module, calibration, self.min_cosine, held_out, self.compare_with)
-        # None: no Linear goes int8 here, as the pass will report.
-        kept, self._outliers = chosen or ((), {})
-        self._keep = tuple(kept)
+        self._keep, self._outliers = tuple(chosen.kept), chosen.outliers
 
     def core_options(self) -> dict[str, Any]:
         return {
@@ -537,13 +535,12 @@ class QuantizeLinearsInt8(CalibratedPass):
         keep. `graph_module` is not changed. Raises ValueError if no Linear goes int8 here.
         """
         chosen = _fewest_kept(graph_module, inputs, min_cosine, held_out, torch.float32)
-        if chosen is None:
+        if not chosen.int8:
             raise ValueError(
                 "no Linear in this graph goes int8 here (float32 weights on the CPU, and an int8 "
                 "kernel this CPU runs faster than float32: see QuantizeLinearsInt8's choices)"
             )
-        kept, outliers = chosen
-        return cls(kept, outliers=outliers)
+        return cls(chosen.kept, outliers=chosen.outliers)
 
 
 def _outliers_per_token_only() -> bool:
@@ -554,15 +551,26 @@ def _outliers_per_token_only() -> bool:
     return fast_int8_cpu() and pin == "int8_per_token"
 
 
+class _CalibratedChoice(NamedTuple):
+    kept: list[str]
+    """The Linears kept in float."""
+    outliers: dict[str, list[int]]
+    """The outlier channels of those that go int8."""
+    int8: list[str]
+    """The Linears that go int8."""
+
+
 def _fewest_kept(
     graph_module: GraphModule,
     inputs: Inputs,
     min_cosine: float,
     held_out: Sequence[Inputs],
     compare_with: torch.dtype,
-) -> tuple[list[str], dict[str, list[int]]] | None:
-    """QuantizeLinearsInt8.calibrated's choice: the Linears kept in float and the outlier
-    channels of those that go int8; None if no Linear goes int8 here."""
+) -> _CalibratedChoice:
+    """QuantizeLinearsInt8.calibrated's choice. Every Linear whose kernel choice here is float
+    is kept too: the pass, given other outlier channels (only those of int8 Linears), would ask
+    another query and could pick an int8 kernel no calibration checked (MobileNetV2's classifier,
+    on activations of 1e-21 where fbgemm's dynamic quantization gives zeros, once went so)."""
     outliers = outlier_channels(graph_module, inputs)
     # The kernel each Linear gets here (measured, cached or pinned): calibration runs it.
     probe = QuantizeLinearsInt8(compare_with=compare_with, outliers=outliers)
@@ -570,12 +578,16 @@ def _fewest_kept(
     probe(sharing_copy(graph_module))
     choices = probe.report.choices if probe.report else []
     picked = {choice.node: choice.picked for choice in choices if choice.picked.startswith("int8_")}
+    left_float = [choice.node for choice in choices if choice.node not in picked]
     if not picked:
-        return None
+        return _CalibratedChoice(left_float, {}, [])
     outliers = {name: channels for name, channels in outliers.items() if name in picked}
     calibration = Calibration(graph_module, picked, linear_stand_in(picked, outliers), inputs)
     kept = fewest_kept(calibration, min_cosine, held_out)
-    return kept, {name: channels for name, channels in outliers.items() if name not in kept}
+    int8 = [name for name in picked if name not in kept]
+    return _CalibratedChoice(
+        left_float + kept, {name: channels for name, channels in outliers.items() if name in int8}, int8
+    )
 
 
 class QuantizeConvsInt8(CalibratedPass):
