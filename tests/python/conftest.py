@@ -100,3 +100,32 @@ def token_inputs(batch: int, length: int, vocab_size: int = 100) -> dict[str, to
     if batch > 1 and length > 2:
         attention_mask[1, -2:] = 0
     return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@pytest.fixture
+def measuring(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The process's chooser measuring, with a cache of its own."""
+    from fxopt import tuning
+    from fxopt.tuning.cache import ChoiceCache
+
+    chooser = tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    monkeypatch.setattr(chooser, "budget_s", 2.0)
+    return chooser
+
+
+def fake_timings(monkeypatch: pytest.MonkeyPatch, seconds: dict[str, float]) -> list[list[str]]:
+    """Every measurement reports `seconds` per candidate; returns the candidate lists timed."""
+    from fxopt.tuning import chooser as chooser_module
+
+    timed: list[list[str]] = []
+
+    def best_times(runners: dict[str, Any], **_: Any) -> dict[str, float]:
+        timed.append(list(runners))
+        for run in runners.values():
+            run()  # the kernels must run on the problem's operands
+        return {name: seconds[name] for name in runners}
+
+    monkeypatch.setattr(chooser_module, "best_times", best_times)
+    return timed

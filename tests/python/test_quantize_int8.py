@@ -20,6 +20,7 @@ import fxopt.runtime.dynamic_int8
 import fxopt.runtime.per_token_int8
 from fxopt.optimization import QuantizeLinearsInt8, hardware
 from capped_cpu import run_capped_at_avx2
+from conftest import fake_timings
 from linear_models import assert_same_parameters, minilm, minilm_inputs, param_states
 
 PER_TOKEN = fxopt.runtime.per_token_int8.per_token_int8_linear
@@ -378,21 +379,15 @@ def test_calibration_tries_every_linear_in_int8_first() -> None:
     assert kept == tight.by_sensitivity() and tight.runs > 3  # nothing in int8 is exact
 
 
-def test_a_linear_calibration_leaves_float_stays_float(tmp_path, monkeypatch) -> None:
+def test_a_linear_calibration_leaves_float_stays_float(measuring, monkeypatch) -> None:
     """Calibration asks each Linear's kernel with its outlier channels; one whose answer there is
     float stays float, though the pass, asked without those channels (only int8 Linears keep
     theirs), would pick a packed int8 kernel no calibration checked."""
     from fxopt.optimization.passes import _outliers_per_token_only
-    from fxopt.tuning import chooser as chooser_module
-    from fxopt.tuning.cache import ChoiceCache
 
     if not _outliers_per_token_only():
         pytest.skip("only where a Linear with outlier channels is offered the per-token kernel alone (VNNI/AMX)")
-    chooser = fxopt.tuning.current()
-    monkeypatch.setattr(chooser, "mode", "measure")
-    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
-    seconds = {"float32": 1.0, "bfloat16": 1.0, "int8_per_token": 2.0, "int8_onednn": 0.6, "int8_fbgemm": 0.5}
-    monkeypatch.setattr(chooser_module, "best_times", lambda runners, **_: {name: seconds[name] for name in runners})
+    fake_timings(monkeypatch, {"float32": 1.0, "bfloat16": 1.0, "int8_per_token": 2.0, "int8_onednn": 0.6, "int8_fbgemm": 0.5})
     torch.manual_seed(0)
     gm = torch.fx.symbolic_trace(_TwoLinears())
     x = torch.rand(64, 32) * 2 - 1

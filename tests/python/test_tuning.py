@@ -18,33 +18,9 @@ from fxopt.tuning import chooser as chooser_module
 from fxopt.tuning import kernels, measure
 from fxopt.tuning.cache import ChoiceCache, machine_key
 
-from conftest import build_model, tiny_bert_config, tiny_gpt2_config, token_inputs
+from conftest import build_model, fake_timings, tiny_bert_config, tiny_gpt2_config, token_inputs
 
 ONEDNN = linear_pointwise
-
-
-@pytest.fixture
-def measuring(tmp_path, monkeypatch):
-    """The process's chooser measuring, with a cache of its own."""
-    chooser = tuning.current()
-    monkeypatch.setattr(chooser, "mode", "measure")
-    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
-    monkeypatch.setattr(chooser, "budget_s", 2.0)
-    return chooser
-
-
-def fake_timings(monkeypatch, seconds: dict[str, float]) -> list[list[str]]:
-    """Every measurement reports `seconds` per candidate; returns the candidate lists timed."""
-    timed: list[list[str]] = []
-
-    def best_times(runners, **_):
-        timed.append(list(runners))
-        for run in runners.values():
-            run()  # the kernels must run on the problem's operands
-        return {name: seconds[name] for name in runners}
-
-    monkeypatch.setattr(chooser_module, "best_times", best_times)
-    return timed
 
 
 def traced_bert():
