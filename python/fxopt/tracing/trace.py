@@ -58,6 +58,7 @@ from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
 from . import signature
 from .unbuilt_guards import shape_guards_unbuilt
+from .uncopied_tensors import tensors_uncopied
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
 from .dummy_inputs import (
     Inputs,
@@ -421,7 +422,7 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    with shape_guards_unbuilt():
+    with shape_guards_unbuilt(), tensors_uncopied():
         result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
     restore_model_names(graph_module, model)
