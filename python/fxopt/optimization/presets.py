@@ -205,7 +205,7 @@ def _onednn_fusions(device: torch.device) -> list[str]:
 
 
 def _before_fusions(device: torch.device) -> list[str]:
-    common = [
+    specs = [
         *CLEANUP,
         "ChangeTrueDivToMulByInverse",
         "FuseAttentionToSdpa",
@@ -220,9 +220,13 @@ def _before_fusions(device: torch.device) -> list[str]:
         # (oneDNN's, int8, weight-only); on an H200 it alone cost GPT-2 6% (batch 8).
         # MoveActivationBeforeReshape then puts an activation behind a view (GPT-2's Conv1D)
         # right after its Linear, where the fusions that follow take it in.
-        return [*common, "RecognizeLinears", "MoveActivationBeforeReshape"]
-    # On an H200 one launch for q, k and v measured 1.05x on BERT-base (batch 8).
-    return [*common, "MergeLinears"]
+        specs += ["RecognizeLinears", "MoveActivationBeforeReshape"]
+    # q, k and v as one Linear, before the passes that pick its kernel. On an H200 one launch
+    # measured 1.05x on BERT-base (batch 8). On a Zen 4 core (float32, 31 interleaved rounds)
+    # the real MiniLM ran 35.1 -> 33.5 ms (IQRs apart), BERT-base level; AVX2-capped MiniLM
+    # level. Under `fast`: one quantization of their input and one larger int8 or bfloat16
+    # product (MiniLM 15.1 -> 14.1 ms calibrated int8, 18.3 -> 17.5 ms in bfloat16).
+    return [*specs, "MergeLinears"]
 
 
 def _default(device: torch.device) -> list[str]:
@@ -252,11 +256,6 @@ bfloat16) they get the whole of FAST_COSINE."""
 def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[str]:
     specs = _before_fusions(device)
     specs += approximations  # before the oneDNN fusions, which hide activations inside them
-    if device.type == "cpu":
-        # q, k and v as one Linear: one quantization of their input and one larger product.
-        # The real MiniLM on a Zen 4 (one thread, 21 interleaved rounds): 15.1 -> 14.1 ms with
-        # calibrated int8, 18.3 -> 17.5 ms in bfloat16; BERT-base level (80.2 / 77.7 ms).
-        specs.append("MergeLinears")
     lowered = hardware.bfloat16_native(device)
     if device.type == "cpu" and passes.int8_kernel_available():
         # Only with calibration inputs (fxopt.optimize(..., calibration=)); before the lowering,
@@ -332,13 +331,11 @@ def _without_bfloat16_note(name: str, device: torch.device) -> str:
 PRESETS: dict[str, Preset] = {
     # The contents follow bench/latency.py (docs/benchmarks.md has the tables): every pass in
     # `default` was measured to help a bundled model or to simplify its graph, and none to
-    # slow one down. MergeLinears (about 1.0x on CPU in float32) is in `fast` (one int8 or
-    # bfloat16 product for q, k and v) and on GPUs; FuseBiasInLinear (0.96-0.98x) in no preset
-    # but all-preserving.
+    # slow one down. FuseBiasInLinear (0.96-0.98x) is in no preset but all-preserving.
     "default": Preset(
         "default",
         "graph cleanup, attention to SDPA, one-call GELU, batch-norm and pad folding, channels-last "
-        "convolutions and "
+        "convolutions, parallel Linears merged and "
         "oneDNN Linears: preserves float32 results, never measured slower than eager",
         _default,
     ),
