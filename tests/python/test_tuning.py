@@ -56,7 +56,8 @@ def test_a_candidate_that_loses_is_not_picked(measuring, monkeypatch):
 
 def test_a_winner_within_the_margin_is_not_picked(measuring, monkeypatch):
     needs_onednn()
-    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.99, "onednn_fused": 0.98})
+    inside = 1 - chooser_module.MARGIN / 2
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": inside, "onednn_fused": inside})
     _, gm, _ = traced_bert()
     assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) == 0
 
@@ -104,6 +105,26 @@ def test_the_cache_is_keyed_by_cpu_and_torch_version(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cache_module, "KERNELS", "k-next")  # a candidate's kernel changed
     assert ChoiceCache(tmp_path).get("query") is None
+
+
+def test_a_cached_choice_follows_the_current_margin(measuring, monkeypatch):
+    """The cache keeps each candidate's time, so an entry cached under another MARGIN is decided
+    by today's: onednn 2% faster is picked at 1%, kept out at 3%; an entry without its times
+    (written before they were kept) stays as cached."""
+    needs_onednn()
+    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.98, "onednn_fused": 0.98})
+    _, gm, _ = traced_bert()
+    assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) > 0
+    measured = len(timed)
+    monkeypatch.setattr(chooser_module, "MARGIN", 0.03)
+    pass_ = FuseLinearActivationOneDnn()
+    assert onednn_calls(compose(pass_, inplace=False)(gm)) == 0 and len(timed) == measured
+    assert {c.how for c in pass_.report.choices} == {"cached"}
+    monkeypatch.setattr(chooser_module, "MARGIN", 0.01)
+    for entry in measuring.cache._load().values():
+        del entry["seconds"]
+        entry["picked"], entry["ratio"] = "aten", 1.0
+    assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) == 0
 
 
 def test_a_pinned_choice_is_honoured_without_measuring(measuring, monkeypatch):
@@ -365,7 +386,7 @@ def test_a_rewrite_is_preferred_by_measurement_once_per_key(measuring, monkeypat
     timed = fake_timings(monkeypatch, {"rewritten": 0.5, "unchanged": 1.0})
     assert measuring.prefers_rewrite("block", lambda: None, lambda: None)
     assert measuring.prefers_rewrite("block", lambda: None, lambda: None) and len(timed) == 1
-    fake_timings(monkeypatch, {"rewritten": 0.99, "unchanged": 1.0})
+    fake_timings(monkeypatch, {"rewritten": 1 - chooser_module.MARGIN / 2, "unchanged": 1.0})
     assert not measuring.prefers_rewrite("another block", lambda: None, lambda: None)
     monkeypatch.setattr(measuring, "mode", "static")
     assert measuring.prefers_rewrite("another block", lambda: None, lambda: None)
