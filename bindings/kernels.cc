@@ -31,7 +31,7 @@ T* at(uintptr_t address) {
 PrefillAttention prefill_shape(const std::vector<int64_t>& sizes,
                                const std::vector<int64_t>& strides, float scale, bool causal) {
   if (sizes.size() != 6 || strides.size() != 12)
-    throw std::invalid_argument("prefill_attention_bf16: 6 sizes and 12 strides");
+    throw std::invalid_argument("prefill_attention: 6 sizes and 12 strides");
   PrefillAttention s;
   s.batch = sizes[0], s.heads = sizes[1], s.kv_heads = sizes[2], s.rows = sizes[3];
   s.keys = sizes[4], s.d = sizes[5];
@@ -174,6 +174,22 @@ void bind_kernels(nb::module_& m) {
       "[batch, heads, rows, d] and k, v [batch, kv_heads, keys, d] (kernels/prefill_attention.h); "
       "sizes: batch, heads, kv_heads, rows, keys, d; strides (elements): batch, head and row of "
       "q, k, v and the float32 mask (address 0: none); arguments are data addresses.");
+  m.def("prefill_attention_f32_available", &prefill_attention_f32_available,
+        "Whether this CPU runs prefill_attention_f32 (AVX2 with FMA, under a oneDNN ISA cap).");
+  m.def(
+      "prefill_attention_f32",
+      [](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, uintptr_t q,
+         uintptr_t k, uintptr_t v, uintptr_t mask, float scale, bool causal, uintptr_t out,
+         int threads) {
+        PrefillAttention shape = prefill_shape(sizes, strides, scale, causal);
+        prefill_attention_f32(shape, at<const float>(q), at<const float>(k), at<const float>(v),
+                              mask ? at<const float>(mask) : nullptr, at<float>(out), threads);
+      },
+      nb::arg("sizes"), nb::arg("strides"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+      nb::arg("mask"), nb::arg("scale"), nb::arg("causal"), nb::arg("out"), nb::arg("threads"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "prefill_attention_bf16's computation in float32: out[batch, rows, heads, d] for float32 "
+      "q, k, v (kernels/prefill_attention.h); the same sizes, strides and addresses.");
 }
 
 }  // namespace fxopt::bindings

@@ -43,6 +43,9 @@ inline const Symbol kOnednnLinearPointwise =
 // (python/fxopt/runtime/prefill_attention.py).
 inline const Symbol kPrefillAttentionBf16 =
     Symbol::intern("fxopt.runtime.prefill_attention.attention_bf16");
+// Its float32 counterpart (AVX2 with FMA), same signature.
+inline const Symbol kPrefillAttentionF32 =
+    Symbol::intern("fxopt.runtime.prefill_attention.attention_f32");
 
 // QuantizeLinearsInt8's calls: fxopt's per-token int8 Linear and torch's packed int8 GEMMs
 // (python/fxopt/runtime/per_token_int8.py, dynamic_int8.py).

@@ -239,3 +239,13 @@ def prefill_attention_bf16(sizes: Sequence[int], strides: Sequence[int], q: int,
     """
     out[batch, rows, heads, d] (bfloat16) = softmax(scale * q k^T + mask) v for bfloat16 q [batch, heads, rows, d] and k, v [batch, kv_heads, keys, d] (kernels/prefill_attention.h); sizes: batch, heads, kv_heads, rows, keys, d; strides (elements): batch, head and row of q, k, v and the float32 mask (address 0: none); arguments are data addresses.
     """
+
+def prefill_attention_f32_available() -> bool:
+    """
+    Whether this CPU runs prefill_attention_f32 (AVX2 with FMA, under a oneDNN ISA cap).
+    """
+
+def prefill_attention_f32(sizes: Sequence[int], strides: Sequence[int], q: int, k: int, v: int, mask: int, scale: float, causal: bool, out: int, threads: int) -> None:
+    """
+    prefill_attention_bf16's computation in float32: out[batch, rows, heads, d] for float32 q, k, v (kernels/prefill_attention.h); the same sizes, strides and addresses.
+    """

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixed_chooser.h"
 #include "norm_fixtures.h"
 #include "ops/value_dtype.h"
 #include "passes/change_precision.h"
@@ -12,6 +13,10 @@ namespace {
 const std::string kSig = "ChooseAttentionKernel-test";
 const char* kSdpa = "torch._C._nn.scaled_dot_product_attention";
 const char* kKernel = "fxopt.runtime.prefill_attention.attention_bf16";
+const char* kFloatKernel = "fxopt.runtime.prefill_attention.attention_f32";
+const char* kKeptAten =
+    "the kernel choice kept ATen's scaled_dot_product_attention here (see the pass's choices: "
+    "measured faster, pinned, or the only kernel this CPU runs)";
 
 class ChooseAttentionKernelTest : public ::testing::Test, protected testing::NormFixture {
  protected:
@@ -38,6 +43,9 @@ class ChooseAttentionKernelTest : public ::testing::Test, protected testing::Nor
   PassResult apply(bool reverse = false) {
     return run_pass(ChooseAttentionKernel(), program, edits, ops, kSig, reverse);
   }
+  PassResult apply(Chooser& chooser, bool reverse = false) {
+    return run_pass(ChooseAttentionKernel(), program, edits, ops, kSig, reverse, chooser);
+  }
 };
 
 TEST_F(ChooseAttentionKernelTest, LoweredAttentionRunsTheKernelAndReverseRestoresIt) {
@@ -50,12 +58,12 @@ TEST_F(ChooseAttentionKernelTest, LoweredAttentionRunsTheKernelAndReverseRestore
   Node* dropped = attention("dropped", x, 16, dropout);
   b.output(Tuple{{kept, odd, dropped}});
 
-  PassResult unlowered = apply();  // float32 operands: nothing to do
+  PassResult unlowered = apply();  // float32 operands: the static choice keeps ATen's call
   EXPECT_TRUE(unlowered.changed.empty());
   ASSERT_EQ(unlowered.skipped.size(), 3u);
-  EXPECT_EQ(unlowered.skipped[0].reason,
-            "its operands are float32, not all bfloat16 (the kernel's dtype; ChangePrecision "
-            "lowers them)");
+  EXPECT_EQ(unlowered.skipped[0].reason, kKeptAten);
+  EXPECT_EQ(unlowered.skipped[1].reason, kKeptAten);  // 24: a multiple of 8 for float32
+  EXPECT_EQ(unlowered.skipped[2].reason, "it applies dropout");
 
   lower();
   // fx's facts still say float32; the values are bfloat16 now.
@@ -65,7 +73,8 @@ TEST_F(ChooseAttentionKernelTest, LoweredAttentionRunsTheKernelAndReverseRestore
   PassResult forward = apply();
   EXPECT_EQ(forward.changed, (std::vector<std::string>{"attn"}));
   ASSERT_EQ(forward.skipped.size(), 2u);
-  EXPECT_EQ(forward.skipped[0].reason, "its head size is not a known multiple of 16 up to 128");
+  EXPECT_EQ(forward.skipped[0].reason,
+            "its head size is not a known multiple of 16 up to 128 (the bfloat16 kernel's)");
   EXPECT_EQ(forward.skipped[1].reason, "it applies dropout");
   ASSERT_EQ(forward.choices.size(), 1u);
   EXPECT_EQ(forward.choices[0].op, "attention");
@@ -78,6 +87,53 @@ TEST_F(ChooseAttentionKernelTest, LoweredAttentionRunsTheKernelAndReverseRestore
   PassResult backward = apply(/*reverse=*/true);
   EXPECT_EQ(backward.changed, (std::vector<std::string>{"attn"}));
   EXPECT_EQ(structure(), before);
+}
+
+TEST_F(ChooseAttentionKernelTest, FloatAttentionRunsTheFloatKernelWhereChosen) {
+  Node* x = b.input("x");
+  program.graph.set_value_info(x, "float32", {8, 64}, "cpu");
+  Node* attn = attention("attn", x, 16);
+  Node* wide = attention("wide", x, 24);
+  Node* odd = attention("odd", x, 12);  // no multiple of 8
+  b.output(Tuple{{attn, wide, odd}});
+  auto before = structure();
+  testing::FixedChooser chooser("fxopt_f32");
+  PassResult forward = apply(chooser);
+  EXPECT_EQ(forward.changed, (std::vector<std::string>{"attn", "wide"}));
+  ASSERT_EQ(forward.skipped.size(), 1u);
+  EXPECT_EQ(forward.skipped[0].reason,
+            "its head size is not a known multiple of 8 up to 256 (the float32 kernel's)");
+  ASSERT_EQ(chooser.queries.size(), 2u);
+  EXPECT_EQ(chooser.queries[0].dtype, "float32");
+  EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"sdpa", "fxopt_f32"}));
+  EXPECT_EQ(chooser.queries[0].fallback, 0u);
+  EXPECT_EQ(chooser.queries[0].shape, (std::vector<int64_t>{1, 4, 4, 8, 8, 16}));
+  EXPECT_EQ(attn->target().str(), kFloatKernel);
+  EXPECT_EQ(wide->target().str(), kFloatKernel);
+  EXPECT_EQ(odd->target().str(), kSdpa);
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  PassResult backward = apply(chooser, /*reverse=*/true);
+  EXPECT_EQ(backward.changed, (std::vector<std::string>{"attn", "wide"}));
+  EXPECT_EQ(structure(), before);
+}
+
+TEST_F(ChooseAttentionKernelTest, MixedOrOtherDtypesKeepAtensCall) {
+  Node* q = b.input("q");
+  Node* k = b.input("k");
+  program.graph.set_value_info(q, "float16", {1, 4, 8, 16}, "cpu");
+  program.graph.set_value_info(k, "float32", {1, 4, 8, 16}, "cpu");
+  Node* half = b.call("half", kSdpa, {q, q, q});
+  Node* mixed = b.call("mixed", kSdpa, {k, k, q});
+  b.output(Tuple{{half, mixed}});
+  testing::FixedChooser chooser("fxopt_f32");
+  PassResult result = apply(chooser);
+  EXPECT_TRUE(result.changed.empty());
+  ASSERT_EQ(result.skipped.size(), 2u);
+  EXPECT_EQ(result.skipped[0].reason,
+            "its operands are float16, not all bfloat16 or all float32 (the kernels' dtypes)");
+  EXPECT_EQ(result.skipped[1].reason,
+            "its operands are float32, not all bfloat16 or all float32 (the kernels' dtypes)");
 }
 
 TEST_F(ChooseAttentionKernelTest, AnAtenGraphKeepsAtensCall) {

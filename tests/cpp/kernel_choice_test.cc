@@ -2,6 +2,7 @@
 // query carries the op's shape, and every answer is reported.
 #include <gtest/gtest.h>
 
+#include "fixed_chooser.h"
 #include "norm_fixtures.h"
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/quantize_linears_int8.h"
@@ -10,26 +11,9 @@
 namespace fxopt {
 namespace {
 
+using testing::FixedChooser;
+
 const std::string kSig = "KernelChoice-test";
-
-// Picks the first of its names that is a candidate (none: an out-of-range index) and keeps
-// every query it got.
-class FixedChooser final : public Chooser {
- public:
-  explicit FixedChooser(std::vector<std::string> picks) : picks_(std::move(picks)) {}
-  explicit FixedChooser(std::string pick) : FixedChooser(std::vector<std::string>{pick}) {}
-  KernelChoice choose(const ChoiceQuery& query) override {
-    queries.push_back(query);
-    for (const std::string& pick : picks_)
-      for (size_t i = 0; i < query.candidates.size(); ++i)
-        if (query.candidates[i] == pick) return {i, 0.5, "fixed"};
-    return {query.candidates.size(), 1.0, "out of range"};
-  }
-  std::vector<ChoiceQuery> queries;
-
- private:
-  std::vector<std::string> picks_;
-};
 
 class KernelChoiceTest : public ::testing::Test, public testing::NormFixture {
  public:

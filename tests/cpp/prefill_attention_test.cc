@@ -55,6 +55,20 @@ struct PrefillCase {
     return result;
   }
 
+  // The float32 kernel on the same values (bfloat16 ones, exact in float32).
+  std::vector<float> run_f32(int threads) const {
+    auto widened = [](const std::vector<uint16_t>& x) {
+      std::vector<float> y(x.size());
+      for (size_t i = 0; i < x.size(); ++i) y[i] = bfloat16_to_float(x[i]);
+      return y;
+    };
+    std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
+    std::vector<float> out(s.batch * s.rows * s.heads * s.d);
+    prefill_attention_f32(s, qf.data(), kf.data(), vf.data(), mask.empty() ? nullptr : mask.data(),
+                          out.data(), threads);
+    return out;
+  }
+
   // The definition in double precision, on the bfloat16 inputs; [batch, rows, heads, d].
   std::vector<double> expected() const {
     std::vector<double> out(s.batch * s.rows * s.heads * s.d, 0.0);
@@ -84,6 +98,18 @@ struct PrefillCase {
   }
 };
 
+struct Shape {
+  int64_t batch, heads, kv_heads, rows, keys, d;
+  bool masked, causal;
+};
+
+std::string describe(const Shape& c) {
+  return "batch " + std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
+         std::to_string(c.kv_heads) + ", rows " + std::to_string(c.rows) + ", keys " +
+         std::to_string(c.keys) + ", d " + std::to_string(c.d) + (c.masked ? ", masked" : "") +
+         (c.causal ? ", causal" : "");
+}
+
 class PrefillAttentionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -95,10 +121,6 @@ class PrefillAttentionTest : public ::testing::Test {
 TEST_F(PrefillAttentionTest, MatchesItsDefinitionForShapesMasksAndGroups) {
   // Head sizes of one to eight vectors, key counts short of and past whole blocks of 16 and 64,
   // prompts of other lengths than their keys, grouped-query heads, masks, causal rows.
-  struct Shape {
-    int64_t batch, heads, kv_heads, rows, keys, d;
-    bool masked, causal;
-  };
   for (Shape c : std::vector<Shape>{{1, 12, 12, 128, 128, 32, true, false},
                                     {1, 4, 4, 77, 77, 64, false, false},
                                     {2, 4, 2, 33, 45, 16, true, false},
@@ -106,10 +128,7 @@ TEST_F(PrefillAttentionTest, MatchesItsDefinitionForShapesMasksAndGroups) {
                                     {1, 3, 3, 5, 9, 48, false, true},
                                     {2, 2, 2, 67, 131, 80, true, false},
                                     {1, 1, 1, 1, 1, 16, false, false}}) {
-    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
-                 std::to_string(c.kv_heads) + ", rows " + std::to_string(c.rows) + ", keys " +
-                 std::to_string(c.keys) + ", d " + std::to_string(c.d) +
-                 (c.masked ? ", masked" : "") + (c.causal ? ", causal" : ""));
+    SCOPED_TRACE(describe(c));
     PrefillCase pc(c.batch, c.heads, c.kv_heads, c.rows, c.keys, c.d, c.masked, c.causal);
     std::vector<float> out = pc.run(1);
     std::vector<double> expected = pc.expected();
@@ -132,7 +151,56 @@ TEST_F(PrefillAttentionTest, HeadsSplitOverThreadsGiveTheSameBits) {
   EXPECT_EQ(c.run(1), c.run(2));
 }
 
+class PrefillAttentionF32Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!prefill_attention_f32_available()) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
+  }
+};
+
+TEST_F(PrefillAttentionF32Test, MatchesItsDefinitionForShapesMasksAndGroups) {
+  // Head sizes of one vector of 8 up to 32 of them, key counts short of and past whole blocks of
+  // 8 and 16, query rows short of and past a group of 6, grouped-query heads, masks, causal rows.
+  for (Shape c : std::vector<Shape>{{1, 12, 12, 128, 128, 32, true, false},
+                                    {1, 4, 4, 77, 77, 64, false, false},
+                                    {2, 4, 2, 33, 45, 16, true, false},
+                                    {1, 2, 1, 20, 20, 128, false, true},
+                                    {1, 3, 3, 5, 9, 8, false, true},
+                                    {2, 2, 2, 67, 131, 40, true, false},
+                                    {1, 2, 2, 3, 7, 256, true, true},
+                                    {1, 1, 1, 1, 1, 8, false, false}}) {
+    SCOPED_TRACE(describe(c));
+    PrefillCase pc(c.batch, c.heads, c.kv_heads, c.rows, c.keys, c.d, c.masked, c.causal);
+    std::vector<float> out = pc.run_f32(1);
+    std::vector<double> expected = pc.expected();
+    // float32 sums of at most 256 terms of order 1, e^x within 2e-7.
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expected[i], 2e-5) << "at " << i;
+  }
+}
+
+TEST_F(PrefillAttentionF32Test, ARowWithNoVisibleKeyIsNanAsSoftmaxGives) {
+  PrefillCase c(1, 2, 2, 3, 4, 16, true, false);
+  for (int64_t j = 0; j < 4; ++j) c.mask[1 * 4 + j] = -std::numeric_limits<float>::infinity();
+  std::vector<float> out = c.run_f32(1);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t x = 0; x < 16; ++x)
+        EXPECT_EQ(std::isnan(out[(i * 2 + h) * 16 + x]), i == 1) << "row " << i << ", head " << h;
+}
+
+TEST_F(PrefillAttentionF32Test, HeadsSplitOverThreadsGiveTheSameBits) {
+  PrefillCase c(1, 8, 8, 256, 256, 64, true, false);
+  EXPECT_EQ(c.run_f32(1), c.run_f32(2));
+}
+
 TEST(PrefillAttention, RefusesHeadSizesItHasNoPathFor) {
+  PrefillAttention f32;
+  for (int64_t d : {4, 12, 264}) {
+    f32.d = d;
+    EXPECT_FALSE(prefill_attention_f32_supports(f32)) << d;
+    EXPECT_THROW(prefill_attention_f32(f32, nullptr, nullptr, nullptr, nullptr, nullptr),
+                 std::invalid_argument);
+  }
   PrefillAttention s;
   for (int64_t d : {8, 24, 144}) {
     s.d = d;

@@ -22,6 +22,7 @@ runnable reproducer: the module source, the trace mode and the composition.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import traceback
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+from torch.fx.passes.shape_prop import ShapeProp
 
 import fxopt
 from fxopt.optimization.calibrated import CalibratedPass
@@ -245,7 +247,7 @@ def generate(seed: int, dense: bool | None = None) -> Case:
             case.body.append(f"{v} = F.{f}(self.{m}({a}).{view})")
             width[v] = out
         elif op == "attn" and case.dense:
-            # Self-attention over the rows, one head of 16 (ChooseAttentionKernel's, in bfloat16).
+            # Self-attention over the rows, one head of 16 (ChooseAttentionKernel's kernels take it).
             m = new("m")
             case.init.append(f"{m} = torch.nn.Linear({width[a]}, 16, bias={rng.random() < 0.7})")
             causal = rng.random() < 0.3
@@ -393,6 +395,11 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
         gm = fxopt.trace(model, example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
     except Exception:
         return None  # not a model this case can test (the generator's problem, not a pass's)
+    if mode == "symbolic" and "ChooseAttentionKernel()" in passes:
+        # A symbolic trace records no sizes, without which the attention pass rewrites nothing:
+        # recorded as a user's ShapeProp records them, where it runs.
+        with contextlib.suppress(Exception):
+            ShapeProp(gm).propagate(x)
     code, state, ties = gm.code, _state(gm), _ties(gm)
     members = [PASSES[p]() for p in passes]
     for member in members:
@@ -466,6 +473,7 @@ KERNEL_PINS: tuple[dict[str, str], ...] = (
     {"int8_linear": "int8_onednn"},  # torch's packed int8 GEMMs, one call per Linear
     {"int8_linear": "int8_fbgemm"},
     {"int8_weight_only": "fxopt_int8", "int4_weight_only": "fxopt_int4"},  # fxopt's own kernels
+    {"attention": "fxopt_f32"},  # fxopt's float32 attention (its static choice keeps SDPA)
 )
 
 
@@ -476,8 +484,9 @@ def kernel_pins(seed: int) -> dict[str, str]:
 def plan(seed: int) -> tuple[Case, str, list[str], bool]:
     """The model, trace mode, composition and in-place flag of case `seed`: each pass alone in
     turn (so every pass is tried alone every len(PASSES) cases); else a random composition in
-    random order, every other one a chain of Linear passes on a model with Linears and a
-    precision change between two of them (then, half of the time, ChooseAttentionKernel);
+    random order, every other one a chain of Linear passes on a model with Linears and, 7 times in
+    8, a precision change between two of them (ChooseAttentionKernel after it half of the time, a
+    quarter before it; last where there is none);
     compositions run in place half of the time."""
     rng = random.Random(seed * 7919 + 1)
     mode = rng.choice(["symbolic", "export"])
@@ -488,8 +497,14 @@ def plan(seed: int) -> tuple[Case, str, list[str], bool]:
     if seed % 4 == 1:
         return generate(seed), mode, rng.sample(names, k=rng.randint(2, 6)), inplace
     passes = rng.sample(LINEAR_PASSES, k=rng.randint(2, 4))
-    passes.insert(rng.randint(1, len(passes) - 1), rng.choice(PRECISIONS))
-    if rng.random() < 0.5:  # after the precision change: attention in bfloat16
+    attention = rng.random()
+    if attention < 0.875:
+        passes.insert(rng.randint(1, len(passes) - 1), rng.choice(PRECISIONS))
+    if attention < 0.5:  # after the precision change: attention in bfloat16
+        passes.append("ChooseAttentionKernel()")
+    elif attention < 0.75:  # before it: attention in float32, lowered afterwards
+        passes.insert(0, "ChooseAttentionKernel()")
+    elif attention >= 0.875:  # no precision change: attention in float32 as it runs
         passes.append("ChooseAttentionKernel()")
     return generate(seed, dense=True), mode, passes, inplace
 

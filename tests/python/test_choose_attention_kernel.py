@@ -1,6 +1,7 @@
-"""ChooseAttentionKernel and its runtime function: a bfloat16 scaled_dot_product_attention runs
-fxopt's AVX512-BF16 kernel where the chooser picks it, close to ATen's bfloat16 attention;
-everything the kernel does not take runs SDPA itself; reverse restores the call exactly."""
+"""ChooseAttentionKernel and its runtime functions: a bfloat16 scaled_dot_product_attention runs
+fxopt's AVX512-BF16 kernel where the chooser picks it, close to ATen's bfloat16 attention, and a
+float32 one fxopt's AVX2 kernel, within float32 rounding of ATen's; everything a kernel does not
+take runs SDPA itself; reverse restores the call exactly."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ import transformers
 import fxopt
 from fxopt import _core
 from fxopt.optimization import ChangePrecision, ChooseAttentionKernel, compose
-from fxopt.runtime.prefill_attention import attention_bf16
+from fxopt import tuning
+from fxopt.runtime.prefill_attention import attention_bf16, attention_f32
 
 KERNEL = _core.prefill_attention_bf16_available()
 """Whether this CPU runs the kernel (AVX512-BF16); elsewhere the chooser never picks it."""
+
+FLOAT_KERNEL = _core.prefill_attention_f32_available()
+"""Whether this CPU runs the float32 kernel (AVX2 with FMA)."""
 
 SDPA = (F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
 
@@ -40,7 +45,7 @@ def bert_inputs() -> dict[str, torch.Tensor]:
 
 
 def targets(gm: torch.fx.GraphModule) -> list[object]:
-    return [n.target for n in gm.graph.nodes if n.target in (*SDPA, attention_bf16)]
+    return [n.target for n in gm.graph.nodes if n.target in (*SDPA, attention_bf16, attention_f32)]
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -79,15 +84,38 @@ def test_a_lowered_bert_runs_the_kernel_close_to_sdpa_and_reverses_exactly() -> 
     assert all(torch.equal(v, state[k]) for k, v in back.state_dict().items())
 
 
-def test_a_float32_graph_is_left_alone_with_the_reason() -> None:
+def test_a_float32_graph_keeps_sdpa_without_a_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """float32 graphs are `default`'s: the static choice changes nothing it did not measure."""
+    monkeypatch.setattr(tuning.current(), "mode", "static")
     model, inputs = tiny_bert(), bert_inputs()
     choose = ChooseAttentionKernel()
     gm = choose(fxopt.trace(model, example_inputs=inputs))
     assert choose.report is not None and not choose.report.changed
-    assert {reason for _, reason in choose.report.skipped} == {
-        "its operands are float32, not all bfloat16 (the kernel's dtype; ChangePrecision lowers them)"
-    }
+    assert [c.picked for c in choose.report.choices] == ["sdpa"] * 2
+    assert all(reason.startswith("the kernel choice kept ATen's") for _, reason in choose.report.skipped)
     assert targets(gm) == [torch._C._nn.scaled_dot_product_attention] * 2
+
+
+@pytest.mark.skipif(not FLOAT_KERNEL, reason="the float32 kernel needs AVX2 with FMA")
+def test_a_float32_bert_runs_the_float_kernel_where_chosen_and_reverses_exactly() -> None:
+    model, inputs = tiny_bert(), bert_inputs()
+    traced = fxopt.trace(model, example_inputs=inputs)
+    code, state = traced.code, {k: v.clone() for k, v in traced.state_dict().items()}
+    with torch.no_grad():
+        with_sdpa = traced(**inputs)["last_hidden_state"]
+    choose = ChooseAttentionKernel()
+    with tuning.pinned(attention="fxopt_f32"):
+        chosen = choose(copy.deepcopy(traced))
+    assert targets(chosen) == [attention_f32] * 2 and len(choose.report.changed) == 2  # type: ignore[union-attr]
+    assert len(chosen.graph.nodes) == len(traced.graph.nodes)
+    with torch.no_grad():
+        out = chosen(**inputs)["last_hidden_state"]
+    torch.testing.assert_close(out, with_sdpa, rtol=1e-5, atol=1e-5)  # float32 either way
+    back = choose(chosen, reverse=True)
+    assert back.code == code
+    with torch.no_grad():
+        assert torch.equal(back(**inputs)["last_hidden_state"], with_sdpa)
+    assert all(torch.equal(v, state[k]) for k, v in back.state_dict().items())
 
 
 def qkv(batch: int, heads: int, kv_heads: int, rows: int, keys: int, d: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -124,6 +152,46 @@ def test_the_kernel_matches_bfloat16_sdpa(shape: tuple[int, ...], mask: str | No
     assert out.transpose(1, 2).is_contiguous()  # [batch, rows, heads, d] memory, as ATen's
     assert cosine(out, expected) >= cosine(sdpa, expected) - 1e-5
     torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.02)
+
+
+@pytest.mark.skipif(not FLOAT_KERNEL, reason="the float32 kernel needs AVX2 with FMA")
+@pytest.mark.parametrize(
+    ("shape", "mask", "causal"),
+    [
+        ((1, 12, 12, 128, 128, 32), "bool", False),
+        ((2, 4, 4, 33, 33, 64), "float", False),
+        ((1, 8, 2, 40, 40, 128), None, True),  # grouped-query heads
+        ((1, 2, 2, 17, 50, 24), "float", False),  # a prompt against more keys, d of three vectors
+        ((1, 3, 3, 9, 9, 256), "bool", True),
+        ((1, 1, 1, 1, 1, 8), None, False),
+    ],
+)
+def test_the_float_kernel_matches_sdpa(shape: tuple[int, ...], mask: str | None, causal: bool) -> None:
+    batch, heads, kv_heads, rows, keys, d = shape
+    q, k, v = qkv(*shape, torch.float32)
+    attn_mask = None
+    if mask is not None:
+        keep = torch.ones(batch, 1, rows, keys, dtype=torch.bool)
+        if keys > 4:
+            keep[..., -3:] = False
+        attn_mask = keep if mask == "bool" else torch.zeros(keep.shape).masked_fill(~keep, -1e4)
+    gqa = heads != kv_heads
+    both = {"attn_mask": attn_mask, "is_causal": causal, "enable_gqa": gqa}
+    expected = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), **{**both, "attn_mask": attn_mask if mask != "float" else attn_mask.double()})  # type: ignore[union-attr]
+    out = attention_f32(q, k, v, **both)
+    assert out.shape == expected.shape and out.dtype == torch.float32
+    assert out.transpose(1, 2).is_contiguous()
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_calls_the_float_kernel_does_not_take_run_sdpa_itself() -> None:
+    qb, kb, vb = qkv(1, 2, 2, 8, 8, 16, torch.bfloat16)
+    assert torch.equal(attention_f32(qb, kb, vb), F.scaled_dot_product_attention(qb, kb, vb))  # bfloat16
+    q, k, v = qkv(1, 2, 2, 8, 8, 12, torch.float32)  # head size 12: no multiple of 8
+    assert torch.equal(attention_f32(q, k, v, scale=0.3), F.scaled_dot_product_attention(q, k, v, scale=0.3))
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 2, 8, 8, 16, torch.float32))
+    attention_f32(q, k, v).sum().backward()  # autograd: SDPA, which has a backward
+    assert q.grad is not None
 
 
 def test_calls_the_kernel_does_not_take_run_sdpa_itself() -> None:

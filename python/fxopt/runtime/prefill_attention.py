@@ -1,19 +1,24 @@
-"""The target ChooseAttentionKernel gives a bfloat16 scaled_dot_product_attention call where fxopt's
-own kernel measured faster (kernels/prefill_attention.h: AVX512-BF16 dot products, the
-probabilities rounded to bfloat16 for the weighted sum, as oneDNN's bfloat16 attention does).
+"""The targets ChooseAttentionKernel gives a scaled_dot_product_attention call where fxopt's own
+kernel measured faster (kernels/prefill_attention.h): `attention_bf16` for a bfloat16 call
+(AVX512-BF16 dot products, the probabilities rounded to bfloat16 for the weighted sum, as
+oneDNN's bfloat16 attention does), `attention_f32` for a float32 one (AVX2 with FMA, all in
+float32).
 
 Same signature as torch's scaled_dot_product_attention, so the pass only swaps the call's target
-and reverse swaps it back. Calls the kernel does not take (other dtypes, dropout, autograd, a
-head size that is not a multiple of 16 up to 128, a CPU without AVX512-BF16) run
+and reverse swaps it back. Calls the kernel does not take (another dtype, dropout, autograd, a
+head size the kernel does not take, a CPU without its instructions) run
 scaled_dot_product_attention itself. The result is [batch, heads, rows, d] as a view of a
 [batch, rows, heads, d] tensor, as ATen's flash attention for CPU returns it: the model's
-transpose back and reshape then copy nothing.
+transpose back and reshape then copy nothing. A boolean mask is converted once per forward
+(the layers all read the one mask), where ATen's attention converts it at every call.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -67,9 +72,11 @@ def _additive_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) 
     return additive if additive.stride(-1) == 1 else additive.contiguous()
 
 
-def _takes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dropout_p: float, enable_gqa: bool) -> bool:
+def _takes(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dropout_p: float, enable_gqa: bool, kernel: _Kernel
+) -> bool:
     tensors = (query, key, value)
-    if not all(t.dtype == torch.bfloat16 and t.is_cpu and t.dim() == 4 and t.stride(-1) == 1 for t in tensors):
+    if not all(t.dtype == kernel.dtype and t.is_cpu and t.dim() == 4 and t.stride(-1) == 1 for t in tensors):
         return False
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False  # the kernel has no backward
@@ -80,12 +87,56 @@ def _takes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dropout_
         and key.shape == value.shape
         and key.shape[0] == batch
         and key.shape[-1] == d
-        and d % 16 == 0
-        and d <= 128
+        and d % kernel.d_multiple == 0
+        and d <= kernel.d_max
         and heads % kv_heads == 0
         and (heads == kv_heads or enable_gqa)
-        and _core.prefill_attention_bf16_available()
+        and kernel.available()
     )
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    dtype: torch.dtype
+    d_multiple: int
+    d_max: int
+    available: Callable[[], bool]
+    run: Callable[..., None]
+
+
+_BF16 = _Kernel(torch.bfloat16, 16, 128, _core.prefill_attention_bf16_available, _core.prefill_attention_bf16)
+_F32 = _Kernel(torch.float32, 8, 256, _core.prefill_attention_f32_available, _core.prefill_attention_f32)
+
+
+def _attention(
+    kernel: _Kernel,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> torch.Tensor:
+    # A mask with is_causal is refused by scaled_dot_product_attention, with its own message.
+    if (is_causal and attn_mask is not None) or not _takes(query, key, value, dropout_p, enable_gqa, kernel):
+        return F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+            enable_gqa=enable_gqa,
+        )  # fmt: skip
+    batch, heads, rows, d = query.shape
+    kv_heads, keys = key.shape[1], key.shape[2]
+    mask = _additive_mask(attn_mask, (batch, heads, rows, keys))
+    out = torch.empty(batch, rows, heads, d, dtype=kernel.dtype)
+    strides = [*query.stride()[:3], *key.stride()[:3], *value.stride()[:3]]
+    strides += list(mask.stride()[:3]) if mask is not None else [0, 0, 0]
+    kernel.run(
+        [batch, heads, kv_heads, rows, keys, d], strides, query.data_ptr(), key.data_ptr(), value.data_ptr(),
+        mask.data_ptr() if mask is not None else 0, d**-0.5 if scale is None else scale, is_causal,
+        out.data_ptr(), torch.get_num_threads(),
+    )  # fmt: skip
+    return out.transpose(1, 2)
 
 
 @graph_leaf
@@ -100,21 +151,19 @@ def attention_bf16(
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     """scaled_dot_product_attention for bfloat16 q [b, h, rows, d], k and v [b, kv_heads, keys, d]."""
-    # A mask with is_causal is refused by scaled_dot_product_attention, with its own message.
-    if (is_causal and attn_mask is not None) or not _takes(query, key, value, dropout_p, enable_gqa):
-        return F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=enable_gqa,
-        )  # fmt: skip
-    batch, heads, rows, d = query.shape
-    kv_heads, keys = key.shape[1], key.shape[2]
-    mask = _additive_mask(attn_mask, (batch, heads, rows, keys))
-    out = torch.empty(batch, rows, heads, d, dtype=torch.bfloat16)
-    strides = [*query.stride()[:3], *key.stride()[:3], *value.stride()[:3]]
-    strides += list(mask.stride()[:3]) if mask is not None else [0, 0, 0]
-    _core.prefill_attention_bf16(
-        [batch, heads, kv_heads, rows, keys, d], strides, query.data_ptr(), key.data_ptr(), value.data_ptr(),
-        mask.data_ptr() if mask is not None else 0, d**-0.5 if scale is None else scale, is_causal,
-        out.data_ptr(), torch.get_num_threads(),
-    )  # fmt: skip
-    return out.transpose(1, 2)
+    return _attention(_BF16, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+@graph_leaf
+def attention_f32(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """scaled_dot_product_attention for float32 q [b, h, rows, d], k and v [b, kv_heads, keys, d]."""
+    return _attention(_F32, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)

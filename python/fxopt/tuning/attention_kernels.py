@@ -1,6 +1,7 @@
 """Candidates for a scaled_dot_product_attention call (ChooseAttentionKernel's query), registered
-like those of kernels.py: `sdpa` (what the graph calls) and `fxopt_bf16` (kernels/prefill_attention.h
-through runtime/prefill_attention.py, on CPUs with AVX512-BF16).
+like those of kernels.py: `sdpa` (what the graph calls), `fxopt_bf16` and `fxopt_f32`
+(kernels/prefill_attention.h through runtime/prefill_attention.py, on CPUs with AVX512-BF16,
+respectively AVX2 with FMA).
 
 Query shape: batch, heads, kv_heads, rows, keys, head size; variant: "mask" (an additive float32
 mask over every row and key, as a padding mask becomes), "causal" or "none". Sizes the graph
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _core
-from ..runtime.prefill_attention import attention_bf16
+from ..runtime.prefill_attention import attention_bf16, attention_f32
 from .kernels import Builder, Problem, Runner, random_operand, register
 
 
@@ -49,3 +50,4 @@ def _call(target: object) -> Builder:
 
 register("attention", "sdpa", lambda: True, _call(F.scaled_dot_product_attention))
 register("attention", "fxopt_bf16", _core.prefill_attention_bf16_available, _call(attention_bf16))
+register("attention", "fxopt_f32", _core.prefill_attention_f32_available, _call(attention_f32))
