@@ -80,7 +80,8 @@ def test_measured_choices_change_the_graph_and_reverse_exactly(measuring, monkey
 
 def test_a_second_optimize_tunes_nothing(measuring, monkeypatch):
     needs_onednn()
-    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.9, "onednn_fused": 0.7})
+    timings = {"aten": 1.0, "onednn": 0.9, "onednn_fused": 0.7, "sdpa": 1.0, "fxopt_f32": 0.8}  # default's queries
+    timed = fake_timings(monkeypatch, timings)
     model = build_model(transformers.BertModel, tiny_bert_config())
     inputs = token_inputs(2, 8)
     first = fxopt.optimize(model, "default", example_inputs=inputs)
