@@ -129,3 +129,29 @@ def fake_timings(monkeypatch: pytest.MonkeyPatch, seconds: dict[str, float]) -> 
 
     monkeypatch.setattr(chooser_module, "best_times", best_times)
     return timed
+
+
+def counted_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Counts the calls of `owner.name` (a function, or a method of a class) from now on; each
+    still runs."""
+    calls: list[int] = []
+    real = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def trace_without(shortcut: str, model: Any, inputs: dict[str, Any]) -> Any:
+    """fxopt.trace(mode="dynamo") with one of its shortcuts into torch's export (a context named
+    in fxopt.tracing.trace) made a no-op: the trace as torch alone makes it."""
+    import contextlib
+
+    import fxopt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(f"fxopt.tracing.trace.{shortcut}", contextlib.nullcontext)
+        return fxopt.trace(model, example_inputs=inputs, mode="dynamo")

@@ -7,38 +7,21 @@ guard is how they report a specialised dimension) and must not reach torch.compi
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
 
 import pytest
 import torch
 import transformers
-from torch import nn
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import fxopt
-from conftest import build_model, tiny_bert_config, token_inputs
+from conftest import build_model, counted_calls, tiny_bert_config, token_inputs, trace_without
 from fxopt.tracing.unbuilt_guards import shape_guards_unbuilt
 
 
 @pytest.fixture()
 def shape_guards_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the shape guard functions Dynamo produces."""
-    calls: list[int] = []
-    produce = ShapeEnv.produce_guards_verbose
-
-    def counted(self: ShapeEnv, *args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return produce(self, *args, **kwargs)
-
-    monkeypatch.setattr(ShapeEnv, "produce_guards_verbose", counted)
-    return calls
-
-
-def _unskipped_trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.fx.GraphModule:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("fxopt.tracing.trace.shape_guards_unbuilt", contextlib.nullcontext)
-        return fxopt.trace(model, example_inputs=inputs, mode="dynamo")
+    return counted_calls(monkeypatch, ShapeEnv, "produce_guards_verbose")
 
 
 def test_a_dynamo_trace_builds_no_shape_guard_and_keeps_its_graph(shape_guards_built: list[int]) -> None:
@@ -47,7 +30,7 @@ def test_a_dynamo_trace_builds_no_shape_guard_and_keeps_its_graph(shape_guards_b
     skipped = fxopt.trace(model, example_inputs=inputs, mode="dynamo")
     assert shape_guards_built == []
 
-    full = _unskipped_trace(model, inputs)
+    full = trace_without("shape_guards_unbuilt", model, inputs)
     assert len(shape_guards_built) >= 1
     assert skipped.code == full.code
     longer = token_inputs(3, 13)

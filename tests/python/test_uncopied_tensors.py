@@ -8,8 +8,6 @@ still leave the model's tensors untouched.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
 
 import pytest
 import torch
@@ -17,7 +15,7 @@ import transformers
 from torch import nn
 
 import fxopt
-from conftest import build_model, tiny_bert_config, token_inputs
+from conftest import build_model, counted_calls, tiny_bert_config, token_inputs, trace_without
 
 
 @pytest.fixture()
@@ -25,21 +23,7 @@ def copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the tensor copies Dynamo's export keeps for real-value runs."""
     from torch._dynamo.variables import builder
 
-    calls: list[int] = []
-    clone = builder.clone_input
-
-    def counted(value: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return clone(value, **kwargs)
-
-    monkeypatch.setattr(builder, "clone_input", counted)
-    return calls
-
-
-def _copying_trace(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.fx.GraphModule:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("fxopt.tracing.trace.tensors_uncopied", contextlib.nullcontext)
-        return fxopt.trace(model, example_inputs=inputs, mode="dynamo")
+    return counted_calls(monkeypatch, builder, "clone_input")
 
 
 def test_a_dynamo_trace_copies_no_weight_and_keeps_its_graph(copies: list[int]) -> None:
@@ -48,7 +32,7 @@ def test_a_dynamo_trace_copies_no_weight_and_keeps_its_graph(copies: list[int]) 
     uncopied = fxopt.trace(model, example_inputs=inputs, mode="dynamo")
     assert copies == []
 
-    copying = _copying_trace(model, inputs)
+    copying = trace_without("tensors_uncopied", model, inputs)
     assert len(copies) >= 2 * len(list(model.parameters()))
     assert uncopied.code == copying.code
     longer = token_inputs(3, 13)
