@@ -72,6 +72,22 @@ def _additive_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) 
     return additive if additive.stride(-1) == 1 else additive.contiguous()
 
 
+@dataclass(frozen=True)
+class _Kernel:
+    """One of fxopt's attention kernels: its dtype, the head sizes it takes (a multiple of
+    `d_multiple` up to `d_max`), whether this CPU runs it, and its binding."""
+
+    dtype: torch.dtype
+    d_multiple: int
+    d_max: int
+    available: Callable[[], bool]
+    run: Callable[..., None]
+
+
+_BF16 = _Kernel(torch.bfloat16, 16, 128, _core.prefill_attention_bf16_available, _core.prefill_attention_bf16)
+_F32 = _Kernel(torch.float32, 8, 256, _core.prefill_attention_f32_available, _core.prefill_attention_f32)
+
+
 def _takes(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dropout_p: float, enable_gqa: bool, kernel: _Kernel
 ) -> bool:
@@ -93,19 +109,6 @@ def _takes(
         and (heads == kv_heads or enable_gqa)
         and kernel.available()
     )
-
-
-@dataclass(frozen=True)
-class _Kernel:
-    dtype: torch.dtype
-    d_multiple: int
-    d_max: int
-    available: Callable[[], bool]
-    run: Callable[..., None]
-
-
-_BF16 = _Kernel(torch.bfloat16, 16, 128, _core.prefill_attention_bf16_available, _core.prefill_attention_bf16)
-_F32 = _Kernel(torch.float32, 8, 256, _core.prefill_attention_f32_available, _core.prefill_attention_f32)
 
 
 def _attention(
