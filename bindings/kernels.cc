@@ -11,6 +11,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/int4_weight_mm.h"
+#include "kernels/int8_matmul.h"
 #include "kernels/int8_weight_mm.h"
 #include "kernels/per_token_int8.h"
 #include "kernels/prefill_attention.h"
@@ -109,6 +110,30 @@ void bind_kernels(nb::module_& m) {
       "`bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level, the "
       "channels `skipped` read as zeros (kernels/per_token_int8.h); arguments are data addresses "
       "of contiguous arrays.");
+  m.def("int8_matmul_available", &int8_matmul_available,
+        "Whether this CPU runs int8_matmul's AVX2 product (under a oneDNN ISA cap).");
+  m.def("int8_matmul_packed_size", &int8_matmul_packed_size, nb::arg("k"), nb::arg("n"),
+        "int16 elements of a [k, n] int8 weight packed for int8_matmul.");
+  m.def(
+      "pack_int8_matmul_weight",
+      [](uintptr_t weight, int64_t k, int64_t n, uintptr_t packed) {
+        pack_int8_matmul_weight(at<const int8_t>(weight), k, n, at<int16_t>(packed));
+      },
+      nb::arg("weight"), nb::arg("k"), nb::arg("n"), nb::arg("packed"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "packed (int16, int8_matmul_packed_size(k, n) elements) of weight[k, n] (int8) "
+      "(kernels/int8_matmul.h); arguments are data addresses of contiguous arrays.");
+  m.def(
+      "int8_matmul",
+      [](uintptr_t a, uintptr_t packed, int64_t m, int64_t k, int64_t n, uintptr_t y,
+         int threads) {
+        int8_matmul(at<const int8_t>(a), at<const int16_t>(packed), m, k, n, at<int32_t>(y),
+                    threads);
+      },
+      nb::arg("a"), nb::arg("packed"), nb::arg("m"), nb::arg("k"), nb::arg("n"), nb::arg("y"),
+      nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "y[m, n] (int32) = a[m, k] (int8) x the packed weight, exactly, with AVX2 16-bit pair "
+      "products (kernels/int8_matmul.h); arguments are data addresses of contiguous arrays.");
   m.def(
       "rms_norm",
       [](uintptr_t x, int64_t rows, int64_t n, uintptr_t weight, float eps, uintptr_t y) {

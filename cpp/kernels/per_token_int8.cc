@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/avx2_exp.h"
 #include "kernels/avx512_exp.h"
 #include "kernels/bfloat16.h"
 #include "kernels/cpu_dispatch.h"
@@ -238,6 +239,142 @@ FXOPT_AVX512 void dequantize_avx512(const int32_t* acc, int64_t n, const float* 
 }
 #endif
 
+#ifdef FXOPT_AVX2
+// The AVX-512 paths' arithmetic on 8 lanes, for CPUs without AVX-512 (a Zen 3): the same
+// operations in the same order, so the same results.
+constexpr int kRound2 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+FXOPT_AVX2 __m256 load8(const void* row, RowDtype dtype, int64_t i) {
+  if (dtype == RowDtype::Float32) return _mm256_loadu_ps(static_cast<const float*>(row) + i);
+  __m128i halves =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
+}
+
+FXOPT_AVX2 __m256 load8_kept(const void* row, RowDtype dtype, int64_t i, const float* kept) {
+  __m256 v = load8(row, dtype, i);
+  return kept ? _mm256_mul_ps(v, _mm256_loadu_ps(kept + i)) : v;
+}
+
+FXOPT_AVX2 __m256 abs8(__m256 v) {
+  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+FXOPT_AVX2 float reduce_max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+FXOPT_AVX2 void quantize_avx2(const void* x, RowDtype dtype, int64_t k, int8_t* q, float* scales,
+                              float max_level, const float* kept, int64_t begin, int64_t end) {
+  int64_t vector_end = k - k % 8;
+  for (int64_t r = begin; r < end; ++r) {
+    const void* row = row_at(x, dtype, r * k);
+    __m256 peaks = _mm256_setzero_ps();
+    for (int64_t i = 0; i < vector_end; i += 8)
+      peaks = _mm256_max_ps(peaks, abs8(load8_kept(row, dtype, i, kept)));
+    float peak = reduce_max8(peaks);
+    for (int64_t i = vector_end; i < k; ++i)
+      peak = std::max(peak, std::abs(load_kept(row, dtype, i, kept)));
+    float s = scales[r] = row_scale(peak, max_level);
+    __m256 divisor = _mm256_set1_ps(s);
+    int8_t* out = q + r * k;
+    for (int64_t i = 0; i < vector_end; i += 8) {
+      __m256 rounded =
+          _mm256_round_ps(_mm256_div_ps(load8_kept(row, dtype, i, kept), divisor), kRound2);
+      // A NaN converts to INT32_MIN, which saturates to -128: the portable loop writes 0.
+      rounded = _mm256_and_ps(rounded, _mm256_cmp_ps(rounded, rounded, _CMP_ORD_Q));
+      __m256i words = _mm256_cvtps_epi32(rounded);
+      __m128i shorts =
+          _mm_packs_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(shorts, shorts));
+    }
+    for (int64_t i = vector_end; i < k; ++i)
+      out[i] = to_int8(std::nearbyint(load_kept(row, dtype, i, kept) / s));
+  }
+}
+
+FXOPT_AVX2 __m256 erf_avx2(__m256 x) {
+  __m256 a = abs8(x);
+  __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                           _mm256_fmadd_ps(a, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c));
+  __m256 e = exp_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
+  __m256 y = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, _mm256_set1_ps(1.0f));
+  return _mm256_or_ps(y, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+FXOPT_AVX2 __m256 activate_avx2(__m256 v, Activation activation) {
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  switch (activation) {
+    case Activation::None:
+      return v;
+    case Activation::Relu:
+      return _mm256_max_ps(v, _mm256_setzero_ps());
+    case Activation::Gelu:
+      return _mm256_mul_ps(
+          _mm256_mul_ps(half, v),
+          _mm256_add_ps(one, erf_avx2(_mm256_mul_ps(v, _mm256_set1_ps(kSqrtHalf)))));
+    case Activation::GeluTanh: {
+      __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+      __m256 u = _mm256_mul_ps(_mm256_set1_ps(2.0f * kTanhGeluScale),
+                               _mm256_fmadd_ps(cube, _mm256_set1_ps(0.044715f), v));
+      return _mm256_sub_ps(v, _mm256_div_ps(v, _mm256_add_ps(exp_avx2(u), one)));
+    }
+    case Activation::Silu:
+      return _mm256_div_ps(v,
+                           _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+  }
+  return v;
+}
+
+// float32 to bfloat16, rounded to nearest even, NaN kept a quiet NaN.
+FXOPT_AVX2 __m128i to_bfloat16_avx2(__m256 v) {
+  __m256i bits = _mm256_castps_si256(v);
+  __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  rounded = _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  // Every lane is below 2^16: unsigned packing keeps it.
+  return _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
+}
+
+FXOPT_AVX2 void dequantize_avx2(const int32_t* acc, int64_t n, const float* row_scales,
+                                const float* col_scales, const float* bias,
+                                const OutlierChannels* outliers, void* y, RowDtype dtype,
+                                Activation activation, int64_t begin, int64_t end) {
+  int64_t vector_end = n - n % 8;
+  std::vector<float> values(outliers ? outliers->channels.size() : 0);
+  for (int64_t r = begin; r < end; ++r) {
+    __m256 s = _mm256_set1_ps(row_scales[r]);
+    if (outliers) outlier_values(*outliers, r, values);
+    for (int64_t j = 0; j < vector_end; j += 8) {
+      __m256 v = _mm256_cvtepi32_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * n + j)));
+      v = _mm256_mul_ps(_mm256_mul_ps(v, s), _mm256_loadu_ps(col_scales + j));
+      if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+      for (size_t c = 0; c < values.size(); ++c)
+        v = _mm256_fmadd_ps(_mm256_set1_ps(values[c]),
+                            _mm256_loadu_ps(outliers->weight + int64_t(c) * n + j), v);
+      v = activate_avx2(v, activation);
+      if (dtype == RowDtype::Float32)
+        _mm256_storeu_ps(static_cast<float*>(y) + r * n + j, v);
+      else
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(y) + r * n + j),
+                         to_bfloat16_avx2(v));
+    }
+    if (vector_end < n)
+      dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, r,
+                          r + 1, vector_end);
+  }
+}
+#endif
+
 }  // namespace
 
 Activation activation_named(std::string_view name) {
@@ -274,6 +411,10 @@ void quantize_rows_int8(const void* x, RowDtype dtype, int64_t rows, int64_t k, 
                if (has_avx512())
                  return quantize_avx512(x, dtype, k, q, scales, level, kept, begin, end);
 #endif
+#ifdef FXOPT_AVX2
+               if (has_avx2())
+                 return quantize_avx2(x, dtype, k, q, scales, level, kept, begin, end);
+#endif
                quantize_portable(x, dtype, k, q, scales, level, kept, begin, end);
              });
 }
@@ -288,6 +429,11 @@ void dequantize_rows_int32(const int32_t* acc, int64_t rows, int64_t n, const fl
     if (has_avx512())
       return dequantize_avx512(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation,
                                begin, end);
+#endif
+#ifdef FXOPT_AVX2
+    if (has_avx2())
+      return dequantize_avx2(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation,
+                             begin, end);
 #endif
     dequantize_portable(acc, n, row_scales, col_scales, bias, outliers, y, dtype, activation, begin,
                         end);

@@ -25,7 +25,8 @@
 // and dequantize adds their float32 product with the float weight's rows for them.
 //
 // Rows are split over `threads` threads (kernels/row_split.h); AVX-512F where the CPU has it,
-// plain C++ elsewhere (same results).
+// else AVX2 with FMA (kernels/int8_matmul.h makes the product there), plain C++ elsewhere (same
+// results).
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,8 @@ import torch
 import torch.nn as nn
 
 import fxopt
+from conftest import counted_calls
+from fxopt import _core
 from fxopt.optimization import ChangePrecision, QuantizeLinearsInt8, hardware
 from fxopt.runtime.per_token_int8 import per_token_int8_linear
 
@@ -27,7 +29,9 @@ def aten_per_token(x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, 
     flat = x.float().reshape(-1, x.shape[-1])
     token_scales = (flat.abs().amax(-1, keepdim=True) / 127).clamp_min(torch.finfo(torch.float32).tiny)
     q = (flat / token_scales).round().to(torch.int8)
-    y = torch._int_mm(q, values) * token_scales * scales
+    # The exact integer product in int64 (aten._int_mm, where oneDNN is capped at AVX2, sums pairs in
+    # saturating 16-bit lanes).
+    y = (q.long() @ values.long()).int() * token_scales * scales
     y = y if bias is None else y + bias
     return y.reshape(*x.shape[:-1], values.shape[1])
 
@@ -81,6 +85,31 @@ def test_reads_strided_inputs_and_a_lowered_bias() -> None:
     bias = torch.randn(8)
     expected = aten_per_token(x.contiguous(), values, scales, bias.bfloat16().float())
     assert torch.equal(per_token_int8_linear(x, values, scales, bias.bfloat16()), expected)
+
+
+def test_without_int8_dot_products_fxopt_multiplies_exactly_packing_each_weight_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a CPU with AVX2 but no VNNI or AMX (a Zen 3) the product is fxopt's exact AVX2 kernel on
+    a weight packed at the first call, never aten._int_mm (no fast kernel there; capped at AVX2,
+    oneDNN's saturates); an in-place update of the int8 weight is seen."""
+    if not _core.int8_matmul_available():
+        pytest.skip("this CPU has no AVX2: fxopt's int8 product has only its plain loops here")
+    monkeypatch.setattr(hardware, "fast_int8_cpu", lambda: False)
+    monkeypatch.setattr(torch, "_int_mm", None)  # any call would fail
+    packs = counted_calls(monkeypatch, _core, "pack_int8_matmul_weight")
+    torch.manual_seed(0)
+    values, scales = int8_weight(40, 72)  # a partial 16-column block
+    values[0, :] = -128  # a full-range column sum: saturating 16-bit pair sums would clip it
+    x = torch.randn(2, 9, 72) * 3
+    x[..., 0] = -50.0
+    for _ in range(2):
+        assert torch.equal(per_token_int8_linear(x, values, scales), aten_per_token(x, values, scales, None))
+    assert len(packs) == 1
+    values.neg_()
+    values.clamp_(-127, 127)
+    assert torch.equal(per_token_int8_linear(x, values, scales), aten_per_token(x, values, scales, None))
+    assert len(packs) == 2
 
 
 def test_bad_operands_say_what_is_wrong() -> None:

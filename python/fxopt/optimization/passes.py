@@ -10,14 +10,13 @@ from torch.fx import GraphModule
 
 from .hardware import (
     fast_bfloat16_cpu,
-    fast_int8_cpu,
     onednn_conv_available,
     onednn_dtypes,
     onednn_linear_available,
 )
 from ..tracing.dummy_inputs import Inputs
 from ..engine.tensor_ops import dtype_name
-from ..runtime import dynamic_int8
+from ..runtime import dynamic_int8, per_token_int8
 from .. import tuning
 from ..tuning import kernels
 from .builtin import BuiltinTransformation
@@ -545,10 +544,10 @@ class QuantizeLinearsInt8(CalibratedPass):
 
 def _outliers_per_token_only() -> bool:
     """Whether a Linear with outlier channels is offered the per-token kernel only (and float):
-    where that kernel is fast here and no pin names another int8 kernel. Elsewhere (an AVX2-only
-    CPU) the packed kernels take the outlier channels too."""
+    where that kernel is fast here and no pin names another int8 kernel. Elsewhere (a CPU with
+    neither int8 dot products nor AVX2) the packed kernels take the outlier channels too."""
     pin = tuning.current().pins.get("int8_linear", "int8_per_token")
-    return fast_int8_cpu() and pin == "int8_per_token"
+    return per_token_int8.available() and pin == "int8_per_token"
 
 
 class _CalibratedChoice(NamedTuple):

@@ -3,7 +3,9 @@
 
 Each row of x is quantized to int8 with its own symmetric scale, in x's own dtype, by fxopt's
 kernel (kernels/per_token_int8.h); ``aten._int_mm`` multiplies it with the int8 weight (oneDNN's
-VNNI or AMX code); the same kernel scales the int32 sums by the row's and the output channel's
+VNNI or AMX code) where the CPU has int8 dot products, fxopt's exact AVX2 product
+(kernels/int8_matmul.h, the weight packed once on the first call) where it has only AVX2 and
+``_int_mm`` no fast kernel; the same kernel scales the int32 sums by the row's and the output channel's
 scales, adds the bias and writes x's dtype. So in a graph lowered to bfloat16 the Linear reads
 and writes bfloat16 with no casts around it (ChangePrecision leaves it in its input's dtype:
 cpp/ops/dtype_flow.h), and its float32 result is bit for bit that of the same arithmetic in
@@ -27,9 +29,41 @@ from __future__ import annotations
 import torch
 
 from .. import _core
+from ..optimization import hardware
 from . import graph_leaf
+from .packing import PackCache
 
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+_PACKED: PackCache[torch.Tensor] = PackCache()
+
+
+def available() -> bool:
+    """Whether this CPU runs the int8 product fast: with int8 dot products (``_int_mm``) or with
+    AVX2 (fxopt's own product)."""
+    return hardware.fast_int8_cpu() or _core.int8_matmul_available()
+
+
+def _own_product() -> bool:
+    return not hardware.fast_int8_cpu() and _core.int8_matmul_available()
+
+
+def _pack(values: torch.Tensor) -> torch.Tensor:
+    k, n = values.shape
+    values = values.contiguous()
+    packed = torch.empty(_core.int8_matmul_packed_size(k, n), dtype=torch.int16)
+    _core.pack_int8_matmul_weight(values.data_ptr(), k, n, packed.data_ptr())
+    return packed
+
+
+def _product(q: torch.Tensor, values: torch.Tensor, threads: int) -> torch.Tensor:
+    """q [rows, k] int8 @ values [k, n] int8, exactly, in int32."""
+    if not _own_product():
+        return torch._int_mm(q, values.contiguous())
+    (rows, k), n = q.shape, values.shape[1]
+    packed = _PACKED.get(values, (), None, _pack, values)
+    product = torch.empty(rows, n, dtype=torch.int32)
+    _core.int8_matmul(q.data_ptr(), packed.data_ptr(), rows, k, n, product.data_ptr(), threads)
+    return product
 
 
 @graph_leaf
@@ -77,7 +111,7 @@ def per_token_int8_linear(
         _core.quantize_rows_int8(
             flat.data_ptr(), bfloat16, rows, k, q.data_ptr(), token_scales.data_ptr(), threads, skipped=outliers
         )
-        product = torch._int_mm(q, values.contiguous())
+        product = _product(q, values, threads)
         # Held in names while the kernel reads their addresses (read as float32, as a lowering
         # may have left them in another dtype).
         scales = scales.contiguous()

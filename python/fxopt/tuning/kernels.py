@@ -446,7 +446,7 @@ register("int8_conv2d", "bfloat16", _always, _conv_left)  # the convolution left
 register("int8_conv2d", "int8_onednn", static_int8_conv.available, _int8_conv)
 register("int8_linear", "float32", _always, _linear_left)
 register("int8_linear", "bfloat16", _always, _linear_left)  # the Linear left to a bfloat16 lowering
-register("int8_linear", "int8_per_token", hardware.fast_int8_cpu, _int8_kernel("int8_per_token"))
+register("int8_linear", "int8_per_token", per_token_int8.available, _int8_kernel("int8_per_token"))
 for _engine in dynamic_int8.ENGINES:
     _name = f"int8_{_engine}"
     register("int8_linear", _name, partial(dynamic_int8.available, _engine), _int8_kernel(_name))
