@@ -125,8 +125,7 @@ void bind_kernels(nb::module_& m) {
       "(kernels/int8_matmul.h); arguments are data addresses of contiguous arrays.");
   m.def(
       "int8_matmul",
-      [](uintptr_t a, uintptr_t packed, int64_t m, int64_t k, int64_t n, uintptr_t y,
-         int threads) {
+      [](uintptr_t a, uintptr_t packed, int64_t m, int64_t k, int64_t n, uintptr_t y, int threads) {
         int8_matmul(at<const int8_t>(a), at<const int16_t>(packed), m, k, n, at<int32_t>(y),
                     threads);
       },

@@ -25,8 +25,7 @@ int64_t blocks_of(int64_t n) { return (n + kColumns - 1) / kColumns; }
 std::vector<int16_t> widen(const int8_t* a, int64_t m, int64_t k) {
   int64_t stride = 2 * pairs_of(k), padded = (m + kRows - 1) / kRows * kRows;
   std::vector<int16_t> wide(size_t(padded * stride), 0);
-  for (int64_t r = 0; r < m; ++r)
-    std::copy(a + r * k, a + (r + 1) * k, wide.begin() + r * stride);
+  for (int64_t r = 0; r < m; ++r) std::copy(a + r * k, a + (r + 1) * k, wide.begin() + r * stride);
   return wide;
 }
 
@@ -48,15 +47,15 @@ void tile_portable(const int16_t* a, int64_t lda, const int16_t* b, int64_t pair
 // low += madd(x, w_low), high += madd(x, w_high), x the pair of a row at `pair` broadcast. In
 // assembly, on named sums: GCC 12, given the intrinsics on arrays of sums, kept half of them on
 // the stack and ran no faster than float32.
-#define FXOPT_ACCUMULATE(pair, low, high)                                                 \
-  asm("vpbroadcastd %[a], %[x]\n\t"                                                    \
-      "vpmaddwd %[w_low], %[x], %[product]\n\t"                                         \
-      "vpaddd %[product], %[l], %[l]\n\t"                                               \
-      "vpmaddwd %[w_high], %[x], %[x]\n\t"                                              \
-      "vpaddd %[x], %[h], %[h]"                                                          \
-      : [l] "+x"(low), [h] "+x"(high), [x] "=&x"(x), [product] "=&x"(product)          \
-      : [a] "m"(*reinterpret_cast<const int32_t*>(pair)), [w_low] "x"(w_low),            \
-        [w_high] "x"(w_high))
+#define FXOPT_ACCUMULATE(pair, low, high)                                     \
+  asm("vpbroadcastd %[a], %[x]\n\t"                                           \
+      "vpmaddwd %[w_low], %[x], %[product]\n\t"                               \
+      "vpaddd %[product], %[l], %[l]\n\t"                                     \
+      "vpmaddwd %[w_high], %[x], %[x]\n\t"                                    \
+      "vpaddd %[x], %[h], %[h]"                                               \
+      : [l] "+x"(low), [h] "+x"(high), [x] "=&x"(x), [product] "=&x"(product) \
+      :                                                                       \
+      [a] "m"(*reinterpret_cast<const int32_t*>(pair)), [w_low] "x"(w_low), [w_high] "x"(w_high))
 
 // A full tile: kRows rows x kColumns columns.
 FXOPT_AVX2 void tile_avx2(const int16_t* a, int64_t lda, const int16_t* b, int64_t pairs,

@@ -256,9 +256,7 @@ FXOPT_AVX2 __m256 load8_kept(const void* row, RowDtype dtype, int64_t i, const f
   return kept ? _mm256_mul_ps(v, _mm256_loadu_ps(kept + i)) : v;
 }
 
-FXOPT_AVX2 __m256 abs8(__m256 v) {
-  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-}
+FXOPT_AVX2 __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 FXOPT_AVX2 float reduce_max8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -326,8 +324,7 @@ FXOPT_AVX2 __m256 activate_avx2(__m256 v, Activation activation) {
       return _mm256_sub_ps(v, _mm256_div_ps(v, _mm256_add_ps(exp_avx2(u), one)));
     }
     case Activation::Silu:
-      return _mm256_div_ps(v,
-                           _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+      return _mm256_div_ps(v, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
   }
   return v;
 }
@@ -339,7 +336,8 @@ FXOPT_AVX2 __m128i to_bfloat16_avx2(__m256 v) {
   __m256i rounded = _mm256_srli_epi32(
       _mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
   __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
-  rounded = _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  rounded =
+      _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   // Every lane is below 2^16: unsigned packing keeps it.
   return _mm_packus_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
 }
@@ -354,8 +352,8 @@ FXOPT_AVX2 void dequantize_avx2(const int32_t* acc, int64_t n, const float* row_
     __m256 s = _mm256_set1_ps(row_scales[r]);
     if (outliers) outlier_values(*outliers, r, values);
     for (int64_t j = 0; j < vector_end; j += 8) {
-      __m256 v = _mm256_cvtepi32_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * n + j)));
+      __m256 v =
+          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * n + j)));
       v = _mm256_mul_ps(_mm256_mul_ps(v, s), _mm256_loadu_ps(col_scales + j));
       if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
       for (size_t c = 0; c < values.size(); ++c)

@@ -215,6 +215,24 @@ def quantize_rows_int8(x: int, bfloat16: bool, rows: int, k: int, q: int, scales
     q[rows, k] (int8) and scales[rows] (float32) of x[rows, k] (float32, or bfloat16 if `bfloat16`), one symmetric scale per row mapping its largest magnitude to max_level, the channels `skipped` read as zeros (kernels/per_token_int8.h); arguments are data addresses of contiguous arrays.
     """
 
+def int8_matmul_available() -> bool:
+    """
+    Whether this CPU runs int8_matmul's AVX2 product (under a oneDNN ISA cap).
+    """
+
+def int8_matmul_packed_size(k: int, n: int) -> int:
+    """int16 elements of a [k, n] int8 weight packed for int8_matmul."""
+
+def pack_int8_matmul_weight(weight: int, k: int, n: int, packed: int) -> None:
+    """
+    packed (int16, int8_matmul_packed_size(k, n) elements) of weight[k, n] (int8) (kernels/int8_matmul.h); arguments are data addresses of contiguous arrays.
+    """
+
+def int8_matmul(a: int, packed: int, m: int, k: int, n: int, y: int, threads: int) -> None:
+    """
+    y[m, n] (int32) = a[m, k] (int8) x the packed weight, exactly, with AVX2 16-bit pair products (kernels/int8_matmul.h); arguments are data addresses of contiguous arrays.
+    """
+
 def rms_norm(x: int, rows: int, n: int, weight: int, eps: float, y: int) -> None:
     """
     y[rows, n] = weight * (x / sqrt(mean(x^2) + eps)) per row, float32 (kernels/rms_norm.h); arguments are data addresses of contiguous arrays.

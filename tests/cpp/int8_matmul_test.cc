@@ -19,8 +19,8 @@ std::vector<int8_t> values(int64_t count, int seed) {
   return v;
 }
 
-std::vector<int32_t> product(const std::vector<int8_t>& a, const std::vector<int8_t>& w,
-                             int64_t m, int64_t k, int64_t n, int threads = 1) {
+std::vector<int32_t> product(const std::vector<int8_t>& a, const std::vector<int8_t>& w, int64_t m,
+                             int64_t k, int64_t n, int threads = 1) {
   std::vector<int16_t> packed(size_t(int8_matmul_packed_size(k, n)));
   pack_int8_matmul_weight(w.data(), k, n, packed.data());
   std::vector<int32_t> y(size_t(m * n), -7);
@@ -29,8 +29,8 @@ std::vector<int32_t> product(const std::vector<int8_t>& a, const std::vector<int
 }
 
 // The definition, in 64-bit integers.
-std::vector<int32_t> defined(const std::vector<int8_t>& a, const std::vector<int8_t>& w,
-                             int64_t m, int64_t k, int64_t n) {
+std::vector<int32_t> defined(const std::vector<int8_t>& a, const std::vector<int8_t>& w, int64_t m,
+                             int64_t k, int64_t n) {
   std::vector<int32_t> y(size_t(m * n));
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j) {
