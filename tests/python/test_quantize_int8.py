@@ -20,7 +20,7 @@ import fxopt.runtime.dynamic_int8
 import fxopt.runtime.per_token_int8
 from fxopt.optimization import QuantizeLinearsInt8, hardware
 from capped_cpu import run_capped_at_avx2
-from conftest import fake_timings
+from conftest import counted_calls, fake_timings
 from linear_models import assert_same_parameters, minilm, minilm_inputs, param_states
 
 PER_TOKEN = fxopt.runtime.per_token_int8.per_token_int8_linear
@@ -110,6 +110,29 @@ def test_calibrated_minilm_keeps_its_cosine_bound_and_reverses(
     assert count(restored, PER_TOKEN) == 0
     assert torch.equal(restored(**inputs)["last_hidden_state"], expected)
     assert_same_parameters(restored, before, same_storage=False)
+
+
+def test_without_int8_dot_products_calibration_and_result_are_those_of_int_mm(
+    minilm: transformers.BertModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the CPU has AVX2 but neither VNNI nor AMX, the per-token Linears multiply with
+    fxopt's own exact product instead of aten._int_mm: the same integers, so calibration keeps
+    the same Linears and the graph computes the same bits."""
+    if not fxopt._core.int8_matmul_available():
+        pytest.skip("this CPU has no AVX2: fxopt's int8 product has only its plain loops here")
+    inputs = minilm_inputs()
+    gm = fxopt.trace(minilm, mode="export")
+    with_int_mm = QuantizeLinearsInt8.calibrated(gm, inputs, min_cosine=0.9995)
+    expected = with_int_mm(copy.deepcopy(gm))(**inputs)["last_hidden_state"]
+
+    monkeypatch.setattr(hardware, "fast_int8_cpu", lambda: False)
+    int_mm = counted_calls(monkeypatch, torch, "_int_mm")
+    own = QuantizeLinearsInt8.calibrated(gm, inputs, min_cosine=0.9995)
+    assert own.keep == with_int_mm.keep and own.outliers == with_int_mm.outliers
+    quantized = own(copy.deepcopy(gm))
+    assert count(quantized, PER_TOKEN) == count(gm, torch.ops.aten.linear.default) - len(own.keep) > 0
+    assert torch.equal(quantized(**inputs)["last_hidden_state"], expected)
+    assert not int_mm
 
 
 def test_calibrated_on_real_text_meets_its_bound_on_held_out_text(minilm: transformers.BertModel) -> None:
@@ -276,6 +299,32 @@ def test_fast_with_calibration_keeps_its_bound_on_an_avx2_only_cpu() -> None:
         "assert any(len(c.args) == 7 for c in calls)  # some with outlier channels\n"
         "stored = [functools.reduce(getattr, c.args[1].target.split('.'), gm) for c in calls]\n"
         "assert max(int(v.abs().max()) for v in stored) == 63\n"
+        "for inputs in (calibration, *held_out):\n"
+        "    report = fxopt.verify(model, gm, inputs)\n"
+        "    assert report.min_cosine is not None and report.min_cosine >= 0.999, report.min_cosine\n"
+        "print('ok')\n"
+    )
+    run_capped_at_avx2(script)
+
+
+def test_fast_with_calibration_on_an_avx2_only_cpu_runs_fxopts_exact_product() -> None:
+    """Capped at AVX2 (no VNNI) the calibrated `fast` preset's per-token int8 Linears quantize,
+    multiply (fxopt's product: aten._int_mm has no exact fast kernel there) and dequantize in
+    AVX2, and meet the preset's bound on held-out sentences."""
+    script = (
+        "import torch, fxopt\n"
+        "from fxopt.cli.models import _minilm\n"
+        "from fxopt.cli.sentences import CALIBRATION, HELD_OUT, minilm_batch\n"
+        "from fxopt.runtime import per_token_int8\n"
+        "from fxopt.optimization import hardware\n"
+        "assert not hardware.fast_int8_cpu() and per_token_int8.available()\n"
+        "model = _minilm().eval()\n"
+        "calibration = minilm_batch(CALIBRATION[:8], 32)\n"
+        "held_out = [minilm_batch(HELD_OUT[i : i + 4], 32) for i in (0, 4)]\n"
+        "gm = fxopt.optimize(model, 'fast', example_inputs=calibration, calibration=calibration, held_out=held_out)\n"
+        "calls = gm.graph.find_nodes(op='call_function', target=per_token_int8.per_token_int8_linear)\n"
+        "assert len(calls) > 0\n"
+        "torch._int_mm = None  # any call would fail\n"
         "for inputs in (calibration, *held_out):\n"
         "    report = fxopt.verify(model, gm, inputs)\n"
         "    assert report.min_cosine is not None and report.min_cosine >= 0.999, report.min_cosine\n"
