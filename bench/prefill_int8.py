@@ -42,20 +42,6 @@ SHAPES = ((384, 1152), (384, 384), (384, 1536), (1536, 384), (768, 3072), (3072,
 WEIGHTS = TorchTensorOps()  # quantized exactly as the pass quantizes
 
 
-def own_product(q: torch.Tensor, values: torch.Tensor) -> Callable[[], torch.Tensor]:
-    """fxopt's int8 product of q [m, k] and values [k, n], the weight packed once."""
-    (m, k), n = q.shape, values.shape[1]
-    packed = torch.empty(_core.int8_matmul_packed_size(k, n), dtype=torch.int16)
-    _core.pack_int8_matmul_weight(values.contiguous().data_ptr(), k, n, packed.data_ptr())
-
-    def run() -> torch.Tensor:
-        y = torch.empty(m, n, dtype=torch.int32)
-        _core.int8_matmul(q.data_ptr(), packed.data_ptr(), m, k, n, y.data_ptr(), torch.get_num_threads())
-        return y
-
-    return run
-
-
 def forms(k: int, n: int) -> tuple[dict[str, Callable[[], object]], dict[str, bool]]:
     """Per form, one call; per integer product, whether it is exact."""
     x = torch.randn(TOKENS, k)
@@ -74,7 +60,7 @@ def forms(k: int, n: int) -> tuple[dict[str, Callable[[], object]], dict[str, bo
     expected = (q.long() @ by_column.long()).int()
     products = {"_int_mm": lambda: torch._int_mm(q, by_column)}
     if _core.int8_matmul_available():
-        products["fxopt int8_matmul"] = own_product(q, by_column)
+        products["fxopt int8_matmul"] = lambda: per_token_int8.fxopt_product(q, by_column, torch.get_num_threads())
     for name, product in products.items():
         exact[name] = torch.equal(product(), expected)  # type: ignore[arg-type]
         if name != "_int_mm" or hardware.fast_int8_cpu():

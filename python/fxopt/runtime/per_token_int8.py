@@ -5,8 +5,8 @@ Each row of x is quantized to int8 with its own symmetric scale, in x's own dtyp
 kernel (kernels/per_token_int8.h); ``aten._int_mm`` multiplies it with the int8 weight (oneDNN's
 VNNI or AMX code) where the CPU has int8 dot products, fxopt's exact AVX2 product
 (kernels/int8_matmul.h, the weight packed once on the first call) where it has only AVX2 and
-``_int_mm`` no fast kernel; the same kernel scales the int32 sums by the row's and the output channel's
-scales, adds the bias and writes x's dtype. So in a graph lowered to bfloat16 the Linear reads
+``_int_mm`` no fast kernel; the same kernel scales the int32 sums by the row's and the output
+channel's scales, adds the bias and writes x's dtype. So in a graph lowered to bfloat16 the Linear reads
 and writes bfloat16 with no casts around it (ChangePrecision leaves it in its input's dtype:
 cpp/ops/dtype_flow.h), and its float32 result is bit for bit that of the same arithmetic in
 ATen ops. `activation` (``relu``, ``gelu``, ``gelu_tanh``, ``silu``; ``none``) is applied to the
@@ -55,15 +55,20 @@ def _pack(values: torch.Tensor) -> torch.Tensor:
     return packed
 
 
-def _product(q: torch.Tensor, values: torch.Tensor, threads: int) -> torch.Tensor:
-    """q [rows, k] int8 @ values [k, n] int8, exactly, in int32."""
-    if not _own_product():
-        return torch._int_mm(q, values.contiguous())
+def fxopt_product(q: torch.Tensor, values: torch.Tensor, threads: int) -> torch.Tensor:
+    """q [rows, k] int8 @ values [k, n] int8 in int32, exactly, by fxopt's product."""
     (rows, k), n = q.shape, values.shape[1]
     packed = _PACKED.get(values, (), None, _pack, values)
     product = torch.empty(rows, n, dtype=torch.int32)
     _core.int8_matmul(q.data_ptr(), packed.data_ptr(), rows, k, n, product.data_ptr(), threads)
     return product
+
+
+def _product(q: torch.Tensor, values: torch.Tensor, threads: int) -> torch.Tensor:
+    """q [rows, k] int8 @ values [k, n] int8, exactly, in int32."""
+    if _own_product():
+        return fxopt_product(q, values, threads)
+    return torch._int_mm(q, values.contiguous())
 
 
 @graph_leaf
