@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -103,6 +104,32 @@ def peak_memory(interval_s: float = 0.001) -> Iterator[PeakMemory]:
         done.set()
         sampler.join()
         result.peak_above_start = max(result.peak_above_start, _rss_bytes() - start)
+
+
+def interleaved_times(candidates: dict[str, Sequence[Callable[[], object]]], rounds: int) -> dict[str, list[float]]:
+    """Per candidate, the seconds of one of its calls in each of `rounds` rounds (the mean over its
+    calls): every candidate runs all its calls once per round, in turn, so a burst of background
+    load hits them alike."""
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for name, calls in candidates.items():
+                start = time.perf_counter()
+                for call in calls:
+                    call()
+                times[name].append((time.perf_counter() - start) / len(calls))
+    return times
+
+
+def ratio_cells(times: dict[str, list[float]], base: str, scale: float, digits: int) -> list[str]:
+    """Per candidate, "median (min-max) Nx" in seconds x `scale`, N = the `base` candidate's
+    median over its own."""
+    reference = statistics.median(times[base])
+    return [
+        f"{statistics.median(t) * scale:.{digits}f} ({min(t) * scale:.{digits}f}-{max(t) * scale:.{digits}f}) "
+        f"{reference / statistics.median(t):.2f}x"
+        for t in times.values()
+    ]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -19,9 +19,7 @@ Run: `python bench/decode_kernels.py [--threads N]`; writes bench/results/decode
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, load_line, machine_description  # noqa: E402
+from common import RESULTS, interleaved_times, load_line, machine_description, ratio_cells  # noqa: E402
 
 from fxopt.engine.tensor_ops import TorchTensorOps  # noqa: E402
 from fxopt.runtime.int4_weight_linear import int4_weight_linear  # noqa: E402
@@ -78,19 +76,8 @@ def main() -> None:
     for k, n in SHAPES:
         candidates = kernels(k, n)
         names = list(candidates)
-        times: dict[str, list[float]] = {name: [] for name in candidates}
-        with torch.no_grad():
-            for _ in range(args.rounds):
-                for name, calls in candidates.items():
-                    start = time.perf_counter()
-                    for call in calls:
-                        call()
-                    times[name].append((time.perf_counter() - start) / len(calls) * 1e3)
-        base = statistics.median(times["float32"])
-        cells = [
-            f"{statistics.median(t):.3f} ({min(t):.3f}-{max(t):.3f}) {base / statistics.median(t):.2f}x"
-            for t in times.values()
-        ]
+        times = interleaved_times(candidates, args.rounds)
+        cells = ratio_cells(times, "float32", 1e3, 3)
         rows.append(f"| {k} x {n} | " + " | ".join(cells) + " |")
     lines += ["| in x out | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|", *rows, ""]
     lines.append(load_line())

@@ -20,9 +20,7 @@ bench/prefill_int8.py`. Writes bench/results/prefill_int8_t<N>[_capped].md.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, load_line, machine_description  # noqa: E402
+from common import RESULTS, interleaved_times, load_line, machine_description, ratio_cells  # noqa: E402
 
 from fxopt import _core  # noqa: E402
 from fxopt.engine.tensor_ops import TorchTensorOps  # noqa: E402
@@ -89,21 +87,11 @@ def main() -> None:
     for k, n in SHAPES:
         calls, exact = forms(k, n)
         names = list(calls)
-        times: dict[str, list[float]] = {name: [] for name in calls}
         with torch.no_grad():
             for call in calls.values():  # packs and warms
                 call()
-            for _ in range(args.rounds):
-                for name, call in calls.items():
-                    start = time.perf_counter()
-                    for _ in range(5):
-                        call()
-                    times[name].append((time.perf_counter() - start) / 5 * 1e6)
-        base = statistics.median(times["float32 (ATen)"])
-        cells = [
-            f"{statistics.median(t):.0f} ({min(t):.0f}-{max(t):.0f}) {base / statistics.median(t):.2f}x"
-            for t in times.values()
-        ]
+        times = interleaved_times({name: [call] * 5 for name, call in calls.items()}, args.rounds)
+        cells = ratio_cells(times, "float32 (ATen)", 1e6, 0)
         checks = ", ".join(f"{name}: {'yes' if ok else 'NO'}" for name, ok in exact.items())
         rows.append(f"| {k} x {n} | " + " | ".join(cells) + f" | {checks} |")
     lines += ["| in x out | " + " | ".join(names) + " | exact product |", "|---" * (len(names) + 2) + "|", *rows, ""]
