@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/avx2_exp.h"
+#include "kernels/avx2_sum.h"
 #include "kernels/avx512_exp.h"
 #include "kernels/bfloat16.h"
 #include "kernels/cpu_dispatch.h"
@@ -258,13 +259,6 @@ FXOPT_AVX2 __m256 load8_kept(const void* row, RowDtype dtype, int64_t i, const f
 
 FXOPT_AVX2 __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
-FXOPT_AVX2 float reduce_max8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 FXOPT_AVX2 void quantize_avx2(const void* x, RowDtype dtype, int64_t k, int8_t* q, float* scales,
                               float max_level, const float* kept, int64_t begin, int64_t end) {
   int64_t vector_end = k - k % 8;
@@ -273,7 +267,7 @@ FXOPT_AVX2 void quantize_avx2(const void* x, RowDtype dtype, int64_t k, int8_t* 
     __m256 peaks = _mm256_setzero_ps();
     for (int64_t i = 0; i < vector_end; i += 8)
       peaks = _mm256_max_ps(peaks, abs8(load8_kept(row, dtype, i, kept)));
-    float peak = reduce_max8(peaks);
+    float peak = max_lanes(peaks);
     for (int64_t i = vector_end; i < k; ++i)
       peak = std::max(peak, std::abs(load_kept(row, dtype, i, kept)));
     float s = scales[r] = row_scale(peak, max_level);
