@@ -107,6 +107,26 @@ void tile(const int16_t* a, int64_t lda, const int16_t* b, int64_t pairs, int64_
   tile_portable(a, lda, b, pairs, rows, width, y, ldy, first);
 }
 
+// The run of pairs a thread multiplies after (block, p0) in its blocks [begin, end), or null.
+const int16_t* next_run(const int16_t* packed, int64_t block_size, int64_t block, int64_t begin,
+                        int64_t end, int64_t p0, int64_t pairs) {
+  if (block + 1 < end) return packed + (block + 1) * block_size + p0 * 2 * kColumns;
+  if (p0 + kPairsPerPass < pairs)
+    return packed + begin * block_size + (p0 + kPairsPerPass) * 2 * kColumns;
+  return nullptr;
+}
+
+// Tile t of `tiles` asks for its share of the next run's cache lines (one per pair: 16 columns
+// x 2 int16), so they are in L2 when its first tile streams them. Why: the weight is read once
+// per call and a run's first tile consumes a line every few cycles, faster than the hardware
+// prefetcher fetches a cold one; in a model, where the weights are out of cache, the product
+// ran 1.3-1.6x slower than on a warm weight.
+void prefetch_share(const int16_t* next, int64_t run, int64_t t, int64_t tiles) {
+  int64_t share = (run + tiles - 1) / tiles;
+  for (int64_t p = t * share; p < std::min(run, (t + 1) * share); ++p)
+    __builtin_prefetch(next + p * 2 * kColumns, 0, 2);
+}
+
 }  // namespace
 
 bool int8_matmul_available() {
@@ -139,15 +159,19 @@ void int8_matmul(const int8_t* a, const int16_t* packed, int64_t m, int64_t k, i
   std::vector<int16_t> wide = widen(a, m, k);
   int64_t pairs = pairs_of(k), lda = 2 * pairs, block_size = pairs * 2 * kColumns;
   // A block's work, counted as the bytes its products would stream, sizes the threads' parts.
+  int64_t tiles = (m + kRows - 1) / kRows;
   split_rows(blocks_of(n), block_size * 2 * m, threads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p0 = 0; p0 < pairs; p0 += kPairsPerPass) {
       int64_t run = std::min(kPairsPerPass, pairs - p0);
       for (int64_t block = begin; block < end; ++block) {
         int64_t column = block * kColumns, width = std::min(kColumns, n - column);
         const int16_t* b = packed + block * block_size + p0 * 2 * kColumns;
-        for (int64_t r = 0; r < m; r += kRows)
+        const int16_t* next = next_run(packed, block_size, block, begin, end, p0, pairs);
+        for (int64_t r = 0, t = 0; r < m; r += kRows, ++t) {
+          if (next) prefetch_share(next, run, t, tiles);
           tile(wide.data() + r * lda + 2 * p0, lda, b, run, std::min(kRows, m - r), width,
                y + r * n + column, n, p0 == 0);
+        }
       }
     }
   });
