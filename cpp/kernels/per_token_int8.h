@@ -16,8 +16,9 @@
 // reads only the Linear's result (GELU, exact or tanh, ReLU, SiLU) runs on the float32 value
 // before it is written, as oneDNN's post-ops do for its bfloat16 Linears: one pass less over
 // the result, and in float32 rather than on bfloat16 values (GPT-2's GELU in bfloat16 ATen took
-// 0.78 ms a layer at 128 tokens). Its vector forms are within 2e-7 of the exact functions
-// (erf: Abramowitz and Stegun 7.1.26; e^x: kernels/avx512_exp.h), not bit-equal to torch's.
+// 0.78 ms a layer at 128 tokens). Its vector forms are within 2.2e-7 of the exact functions,
+// relative to max(1, |v|) (erf: a rational fit, per_token_int8.cc; e^x: kernels/avx512_exp.h),
+// not bit-equal to torch's.
 //
 // The last term is over an int8 Linear's outlier channels c (LLM.int8's decomposition, with
 // channels fixed by calibration): a few input channels 7-28x larger than the median one would
