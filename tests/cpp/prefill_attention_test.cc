@@ -160,9 +160,11 @@ class PrefillAttentionF32Test : public ::testing::Test {
 
 TEST_F(PrefillAttentionF32Test, MatchesItsDefinitionForShapesMasksAndGroups) {
   // Head sizes of one vector of 8 up to 32 of them, key counts short of and past whole blocks of
-  // 8 and 16, query rows short of and past a group of 6, grouped-query heads, masks, causal rows.
+  // 8 and 16, query rows short of and past a group of 6, grouped-query heads, masks, causal rows,
+  // and rows with no mask and every key visible (their largest score found unscaled).
   for (Shape c : std::vector<Shape>{{1, 12, 12, 128, 128, 32, true, false},
                                     {1, 4, 4, 77, 77, 64, false, false},
+                                    {1, 4, 4, 40, 64, 32, false, false},
                                     {2, 4, 2, 33, 45, 16, true, false},
                                     {1, 2, 1, 20, 20, 128, false, true},
                                     {1, 3, 3, 5, 9, 8, false, true},

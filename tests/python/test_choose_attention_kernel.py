@@ -225,9 +225,11 @@ def test_one_mask_is_converted_once_while_it_lives_unchanged() -> None:
     q, k, v = qkv(1, 2, 2, 16, 16, 32, torch.bfloat16)
     mask = torch.ones(1, 1, 16, 16, dtype=torch.bool)
     mask[..., -4:] = False
+    mask[:, :, 0, -1] = True  # one row sees the last key: none is left out
     first = attention_bf16(q, k, v, attn_mask=mask)
     converted = prefill_attention._last_mask.get(mask)
-    assert converted is not None and torch.equal(attention_bf16(q, k, v, attn_mask=mask), first)
+    assert converted is not None and converted.additive is not None and converted.keys == 16
+    assert torch.equal(attention_bf16(q, k, v, attn_mask=mask), first)
     assert prefill_attention._last_mask.get(mask) is converted  # reused, not made again
     mask[..., -8:] = False  # in place: the conversion is stale
     assert prefill_attention._last_mask.get(mask) is None
@@ -235,7 +237,52 @@ def test_one_mask_is_converted_once_while_it_lives_unchanged() -> None:
     torch.testing.assert_close(attention_bf16(q, k, v, attn_mask=mask).double(), expected, rtol=0.02, atol=0.02)
     del mask
     gc.collect()
-    assert prefill_attention._last_mask.additive is None
+    assert prefill_attention._last_mask.converted is None
+
+
+def _mask_cases() -> list[tuple[str, torch.Tensor, int, bool]]:
+    """(what, a bool mask over [1, 1, 24, 64], the keys a kernel reads, whether it is kept)."""
+    none = torch.ones(1, 1, 24, 64, dtype=torch.bool)
+    padded = none.clone()
+    padded[..., 40:] = False  # keys past a padded sentence's 40 tokens
+    holes = padded.clone()
+    holes[..., 10:13] = False  # and masked keys inside: the mask stays
+    row = padded.clone()
+    row[:, :, 5, 50] = True  # one query sees key 50: the keys up to it stay
+    return [
+        ("masks nothing", none, 64, False),
+        ("pads", padded, 40, False),
+        ("pads with holes", holes, 40, True),
+        ("one row sees further", row, 51, True),
+        ("broadcast over keys", torch.ones(1, 1, 24, 1, dtype=torch.bool), 64, False),
+    ]
+
+
+@pytest.mark.skipif(not FLOAT_KERNEL, reason="the mask reaches the kernels only where they run")
+@pytest.mark.parametrize("as_float", [False, True])
+@pytest.mark.parametrize("case", range(len(_mask_cases())))
+def test_keys_every_query_masks_are_left_out_and_a_mask_that_masks_nothing_is_dropped(
+    case: int, as_float: bool
+) -> None:
+    """A batch padded to a fixed length masks its last keys for every query: the kernels stop
+    before them (their weight is exactly 0); a mask with nothing left to mask runs as none (the
+    float32 kernel's unmasked rows take one read-only pass for their largest score). Results as
+    SDPA's, bit for bit those of the same call on the keys kept where the mask went."""
+    from fxopt.runtime import prefill_attention
+
+    what, keep, keys, kept = _mask_cases()[case]
+    kernels = [(attention_f32, torch.float32, 1e-5)] + ([(attention_bf16, torch.bfloat16, 0.02)] if KERNEL else [])
+    for kernel, dtype, tolerance in kernels:
+        q, k, v = qkv(1, 4, 4, 24, 64, 32, dtype)
+        attn_mask = torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, float("-inf")) if as_float else keep
+        out = kernel(q, k, v, attn_mask=attn_mask)
+        converted = prefill_attention._last_mask.get(attn_mask)
+        assert converted is not None and converted.keys == keys, what
+        assert (converted.additive is not None) == kept, what
+        expected = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), attn_mask=keep)
+        torch.testing.assert_close(out.double(), expected, rtol=tolerance, atol=tolerance)
+        if not kept:
+            assert torch.equal(out, kernel(q, k[..., :keys, :], v[..., :keys, :])), what
 
 
 @pytest.mark.skipif(not KERNEL, reason="the mask reaches the kernel only where it runs")

@@ -10,7 +10,9 @@ head size the kernel does not take, a CPU without its instructions) run
 scaled_dot_product_attention itself. The result is [batch, heads, rows, d] as a view of a
 [batch, rows, heads, d] tensor, as ATen's flash attention for CPU returns it: the model's
 transpose back and reshape then copy nothing. A boolean mask is converted once per forward
-(the layers all read the one mask), where ATen's attention converts it at every call.
+(the layers all read the one mask), where ATen's attention converts it at every call; keys it
+masks for every query (a batch padded to a fixed length) are left out of the kernel's call, and a
+mask left with nothing to mask is not passed at all.
 """
 
 from __future__ import annotations
@@ -27,49 +29,72 @@ from .. import _core
 from . import graph_leaf
 
 
+@dataclass(frozen=True)
+class _Mask:
+    """A mask as the kernels read it: float32 `additive` (None: it masks nothing) and the
+    number of leading `keys` some query sees (past them every row's mask is -inf)."""
+
+    additive: torch.Tensor | None
+    keys: int
+
+
+def _converted(mask: torch.Tensor, keys: int) -> _Mask:
+    if mask.dtype == torch.bool:
+        additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
+    else:
+        additive = mask.float()
+    if additive.shape[-1] == keys:
+        # Keys masked with -inf for every query (a batch padded to a fixed length: 112 of
+        # MiniLM's 128 keys for a 16-token sentence) weigh exactly 0: the kernels stop before them.
+        seen = (additive != float("-inf")).reshape(-1, keys).any(0).nonzero()
+        keys = int(seen[-1]) + 1 if len(seen) else keys
+    # A mask that masks nothing (a batch without padding) is dropped: the kernels' unmasked path
+    # reads no mask and, in float32, finds each row's largest score in a read-only pass.
+    return _Mask(additive if additive[..., :keys].any() else None, keys)
+
+
 class _LastMask(threading.local):
     """The last mask converted on this thread, while it lives unchanged: a model's layers all
     read the one mask (six conversions a MiniLM forward, 0.35 ms of 20, before)."""
 
     source: weakref.ref[torch.Tensor] | None = None
     version = -1
-    additive: torch.Tensor | None = None
+    converted: _Mask | None = None
 
-    def get(self, mask: torch.Tensor) -> torch.Tensor | None:
+    def get(self, mask: torch.Tensor) -> _Mask | None:
         if mask.is_inference():
             return None  # no version counter: an in-place change would go unseen
         if self.source is not None and self.source() is mask and self.version == mask._version:
-            return self.additive
+            return self.converted
         return None
 
-    def put(self, mask: torch.Tensor, additive: torch.Tensor) -> None:
+    def put(self, mask: torch.Tensor, converted: _Mask) -> None:
         if mask.is_inference():
             return
         # The conversion goes with the mask: nothing is held after the forward that made it.
         self.source = weakref.ref(mask, lambda _: self.put_none())
-        self.version, self.additive = mask._version, additive
+        self.version, self.converted = mask._version, converted
 
     def put_none(self) -> None:
-        self.source, self.additive = None, None
+        self.source, self.converted = None, None
 
 
 _last_mask = _LastMask()
 
 
-def _additive_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) -> torch.Tensor | None:
+def _kernel_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) -> tuple[torch.Tensor | None, int]:
     """`mask` as float32 added to the scores, broadcast to `shape` (strides of 0 where it
-    broadcasts), keys contiguous; None without a mask."""
+    broadcasts), keys contiguous, or None; and the keys the kernel reads (see _Mask)."""
     if mask is None:
-        return None
-    additive = _last_mask.get(mask)
-    if additive is None:
-        if mask.dtype == torch.bool:
-            additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
-        else:
-            additive = mask.float()
-        _last_mask.put(mask, additive)
-    additive = additive.expand(shape)
-    return additive if additive.stride(-1) == 1 else additive.contiguous()
+        return None, shape[-1]
+    converted = _last_mask.get(mask)
+    if converted is None:
+        converted = _converted(mask, shape[-1])
+        _last_mask.put(mask, converted)
+    if converted.additive is None:
+        return None, converted.keys
+    additive = converted.additive.expand(shape)
+    return additive if additive.stride(-1) == 1 else additive.contiguous(), converted.keys
 
 
 @dataclass(frozen=True)
@@ -130,7 +155,7 @@ def _attention(
         )  # fmt: skip
     batch, heads, rows, d = query.shape
     kv_heads, keys = key.shape[1], key.shape[2]
-    mask = _additive_mask(attn_mask, (batch, heads, rows, keys))
+    mask, keys = _kernel_mask(attn_mask, (batch, heads, rows, keys))
     out = torch.empty(batch, rows, heads, d, dtype=kernel.dtype)
     strides = [*query.stride()[:3], *key.stride()[:3], *value.stride()[:3]]
     strides += list(mask.stride()[:3]) if mask is not None else [0, 0, 0]
