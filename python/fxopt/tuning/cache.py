@@ -37,9 +37,9 @@ KERNELS = "k7"
 (k2: oneDNN's linear on a weight packed once; fxopt's int8 kernel prefetching into L2; k3: the
 per-token int8 Linear in fxopt's kernels, in the activations' dtype; k5: the int8 Linears timed
 with the outlier channels a query names; k6: the per-token int8 Linear on AVX2-only CPUs, with
-fxopt's exact product; k7: that product prefetching the weight, the per-token GELU cheaper, the float32 attention's
-unmasked softmax in one pass),
-so a choice measured on the old kernel is not reused."""
+fxopt's exact product; k7: that product prefetching the weight, the per-token GELU cheaper,
+the float32 attention's unmasked softmax in one pass), so a choice measured on the old kernel
+is not reused."""
 
 
 def machine_key() -> str:
