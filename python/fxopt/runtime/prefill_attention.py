@@ -39,18 +39,22 @@ class _Mask:
 
 
 def _converted(mask: torch.Tensor, keys: int) -> _Mask:
-    if mask.dtype == torch.bool:
-        additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
-    else:
-        additive = mask.float()
-    if additive.shape[-1] == keys:
+    boolean = mask.dtype == torch.bool
+    seen = mask if boolean else mask != float("-inf")
+    if mask.shape[-1] == keys:
         # Keys masked with -inf for every query (a batch padded to a fixed length: 112 of
         # MiniLM's 128 keys for a 16-token sentence) weigh exactly 0: the kernels stop before them.
-        seen = (additive != float("-inf")).reshape(-1, keys).any(0).nonzero()
-        keys = int(seen[-1]) + 1 if len(seen) else keys
-    # A mask that masks nothing (a batch without padding) is dropped: the kernels' unmasked path
-    # reads no mask and, in float32, finds each row's largest score in a read-only pass.
-    return _Mask(additive if additive[..., :keys].any() else None, keys)
+        last = seen.reshape(-1, keys).any(0).nonzero()
+        keys = int(last[-1]) + 1 if len(last) else keys
+    kept = mask[..., :keys]
+    # A mask left with nothing to mask (a batch without padding) is dropped: the kernels'
+    # unmasked path reads no mask and, in float32, finds each row's largest score in a
+    # read-only pass.
+    if kept.all() if boolean else not kept.any():
+        return _Mask(None, keys)
+    if boolean:
+        return _Mask(torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf")), keys)
+    return _Mask(mask.float(), keys)
 
 
 class _LastMask(threading.local):
