@@ -6,17 +6,19 @@ float32).
 
 Same signature as torch's scaled_dot_product_attention, so the pass only swaps the call's target
 and reverse swaps it back. Calls the kernel does not take (another dtype, dropout, autograd, a
-head size the kernel does not take, a CPU without its instructions) run
-scaled_dot_product_attention itself. The result is [batch, heads, rows, d] as a view of a
-[batch, rows, heads, d] tensor, as ATen's flash attention for CPU returns it: the model's
-transpose back and reshape then copy nothing. A boolean mask is converted once per forward
-(the layers all read the one mask), where ATen's attention converts it at every call; keys it
-masks for every query (a batch padded to a fixed length) are left out of the kernel's call, and a
-mask left with nothing to mask is not passed at all.
+head size the kernel does not take, a CPU without its instructions, is_causal with more or fewer
+queries than keys) run scaled_dot_product_attention itself; a query the mask lets see no key
+gets what SDPA gives it (0 in torch 2.13, where softmax alone gives NaN). The result is
+[batch, heads, rows, d] as a view of a [batch, rows, heads, d] tensor, as ATen's flash attention
+for CPU returns it: the model's transpose back and reshape then copy nothing. A boolean mask is
+converted once per forward (the layers all read the one mask), where ATen's attention converts
+it at every call; keys it masks for every query (a batch padded to a fixed length) are left out
+of the kernel's call, and a mask left with nothing to mask is not passed at all.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,30 +33,46 @@ from . import graph_leaf
 
 @dataclass(frozen=True)
 class _Mask:
-    """A mask as the kernels read it: float32 `additive` (None: it masks nothing) and the
-    number of leading `keys` some query sees (past them every row's mask is -inf)."""
+    """A mask as the kernels read it: float32 `additive` (None: it masks nothing), the number of
+    leading `keys` some query sees (past them every row's mask is -inf; None: all), and the
+    query rows that see no key (`empty`, [..., rows, 1] as the mask broadcasts; None: none)."""
 
     additive: torch.Tensor | None
-    keys: int
+    keys: int | None
+    empty: torch.Tensor | None
 
 
-def _converted(mask: torch.Tensor, keys: int) -> _Mask:
+def _converted(mask: torch.Tensor) -> _Mask:
     boolean = mask.dtype == torch.bool
     seen = mask if boolean else mask != float("-inf")
-    if mask.shape[-1] == keys:
+    keys = None
+    if mask.shape[-1] > 1:
         # Keys masked with -inf for every query (a batch padded to a fixed length: 112 of
         # MiniLM's 128 keys for a 16-token sentence) weigh exactly 0: the kernels stop before them.
-        last = seen.reshape(-1, keys).any(0).nonzero()
-        keys = int(last[-1]) + 1 if len(last) else keys
+        last = seen.reshape(-1, mask.shape[-1]).any(0).nonzero()
+        keys = int(last[-1]) + 1 if len(last) else None
+    empty = ~seen.any(-1, keepdim=True)
+    empty_rows = empty if bool(empty.any()) else None
     kept = mask[..., :keys]
     # A mask left with nothing to mask (a batch without padding) is dropped: the kernels'
     # unmasked path reads no mask and, in float32, finds each row's largest score in a
     # read-only pass.
     if kept.all() if boolean else not kept.any():
-        return _Mask(None, keys)
+        return _Mask(None, keys, None)
     if boolean:
-        return _Mask(torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf")), keys)
-    return _Mask(mask.float(), keys)
+        additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
+        return _Mask(additive, keys, empty_rows)
+    return _Mask(mask.float(), keys, empty_rows)
+
+
+@functools.cache
+def _sdpa_zeroes_empty_rows() -> bool:
+    """Whether this torch's scaled_dot_product_attention gives 0 for a query that sees no key
+    (torch 2.13 does, in every backend), or NaN as softmax over nothing but -inf does (the
+    kernels' answer)."""
+    nothing = torch.zeros(1, 1, 1, 1, dtype=torch.bool)
+    one = torch.ones(1, 1, 1, 8)
+    return not bool(F.scaled_dot_product_attention(one, one, one, attn_mask=nothing).isnan().any())
 
 
 class _LastMask(threading.local):
@@ -86,19 +104,14 @@ class _LastMask(threading.local):
 _last_mask = _LastMask()
 
 
-def _kernel_mask(mask: torch.Tensor | None, shape: tuple[int, int, int, int]) -> tuple[torch.Tensor | None, int]:
-    """`mask` as float32 added to the scores, broadcast to `shape` (strides of 0 where it
-    broadcasts), keys contiguous, or None; and the keys the kernel reads (see _Mask)."""
+def _kernel_mask(mask: torch.Tensor | None) -> _Mask:
     if mask is None:
-        return None, shape[-1]
+        return _Mask(None, None, None)
     converted = _last_mask.get(mask)
     if converted is None:
-        converted = _converted(mask, shape[-1])
+        converted = _converted(mask)
         _last_mask.put(mask, converted)
-    if converted.additive is None:
-        return None, converted.keys
-    additive = converted.additive.expand(shape)
-    return additive if additive.stride(-1) == 1 else additive.contiguous(), converted.keys
+    return converted
 
 
 @dataclass(frozen=True)
@@ -151,15 +164,22 @@ def _attention(
     scale: float | None,
     enable_gqa: bool,
 ) -> torch.Tensor:
-    # A mask with is_causal is refused by scaled_dot_product_attention, with its own message.
-    if (is_causal and attn_mask is not None) or not _takes(query, key, value, dropout_p, enable_gqa, kernel):
+    # A mask with is_causal is refused by scaled_dot_product_attention, with its own message;
+    # with fewer or more queries than keys its causal mask aligns top left, the kernels' bottom
+    # right (a prompt after cached keys).
+    causal_apart = is_causal and (attn_mask is not None or query.shape[-2] != key.shape[-2])
+    if causal_apart or not _takes(query, key, value, dropout_p, enable_gqa, kernel):
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
             enable_gqa=enable_gqa,
         )  # fmt: skip
     batch, heads, rows, d = query.shape
     kv_heads, keys = key.shape[1], key.shape[2]
-    mask, keys = _kernel_mask(attn_mask, (batch, heads, rows, keys))
+    converted = _kernel_mask(attn_mask)
+    keys = keys if converted.keys is None else converted.keys
+    mask = None if converted.additive is None else converted.additive.expand(batch, heads, rows, -1)
+    if mask is not None and mask.stride(-1) != 1:
+        mask = mask.contiguous()
     out = torch.empty(batch, rows, heads, d, dtype=kernel.dtype)
     strides = [*query.stride()[:3], *key.stride()[:3], *value.stride()[:3]]
     strides += list(mask.stride()[:3]) if mask is not None else [0, 0, 0]
@@ -168,6 +188,8 @@ def _attention(
         mask.data_ptr() if mask is not None else 0, d**-0.5 if scale is None else scale, is_causal,
         out.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
+    if converted.empty is not None and _sdpa_zeroes_empty_rows():
+        out.transpose(1, 2).masked_fill_(converted.empty, 0.0)
     return out.transpose(1, 2)
 
 
