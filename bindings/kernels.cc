@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/decode_attention.h"
+#include "kernels/depthwise_conv.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_matmul.h"
 #include "kernels/int8_weight_mm.h"
@@ -142,6 +143,43 @@ void bind_kernels(nb::module_& m) {
       nb::call_guard<nb::gil_scoped_release>(),
       "y[rows, n] = weight * (x / sqrt(mean(x^2) + eps)) per row, float32 (kernels/rms_norm.h); "
       "arguments are data addresses of contiguous arrays.");
+  m.def("depthwise_conv_vectorized", &depthwise_conv_vectorized,
+        "Whether depthwise_conv runs its vector paths here (AVX2 with FMA, under a oneDNN ISA "
+        "cap).");
+  m.def("depthwise_packed_size", &depthwise_packed_size, nb::arg("channels"), nb::arg("taps"),
+        "Floats depthwise_pack writes (kernels/depthwise_conv.h).");
+  m.def(
+      "depthwise_pack",
+      [](uintptr_t weight, uintptr_t bias, int64_t channels, int64_t taps, uintptr_t packed) {
+        depthwise_pack(at<const float>(weight), bias ? at<const float>(bias) : nullptr, channels,
+                       taps, at<float>(packed));
+      },
+      nb::arg("weight"), nb::arg("bias"), nb::arg("channels"), nb::arg("taps"), nb::arg("packed"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "The packed filters and bias depthwise_conv reads, from float32 weight [channels, taps] "
+      "and bias [channels] (0: none); arguments are data addresses of contiguous arrays.");
+  m.def(
+      "depthwise_conv",
+      [](const std::vector<int64_t>& sizes, float lower, float upper, bool bfloat16, uintptr_t x,
+         uintptr_t packed, uintptr_t y, int threads) {
+        if (sizes.size() != 12) throw std::invalid_argument("depthwise_conv: 12 sizes");
+        DepthwiseConv s;
+        s.batch = sizes[0], s.channels = sizes[1], s.height = sizes[2], s.width = sizes[3];
+        s.kernel_h = sizes[4], s.kernel_w = sizes[5], s.stride_h = sizes[6], s.stride_w = sizes[7];
+        s.pad_top = sizes[8], s.pad_left = sizes[9], s.out_h = sizes[10], s.out_w = sizes[11];
+        s.lower = lower, s.upper = upper;
+        if (bfloat16)
+          depthwise_conv_bf16(s, at<const uint16_t>(x), at<const float>(packed), at<uint16_t>(y),
+                              threads);
+        else
+          depthwise_conv_f32(s, at<const float>(x), at<const float>(packed), at<float>(y), threads);
+      },
+      nb::arg("sizes"), nb::arg("lower"), nb::arg("upper"), nb::arg("bfloat16"), nb::arg("x"),
+      nb::arg("packed"), nb::arg("y"), nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "y [batch, out_h, out_w, channels] = clamp(depthwise conv(x [batch, height, width, "
+      "channels]) + bias, lower, upper), float32 or bfloat16 (kernels/depthwise_conv.h); sizes: "
+      "batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, "
+      "out_h, out_w; arguments are data addresses of contiguous arrays.");
   m.def(
       "quantize_u8",
       [](uintptr_t x, bool bfloat16, int64_t count, float inverse_scale, int32_t zero_point,

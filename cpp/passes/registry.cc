@@ -14,6 +14,7 @@
 #include "passes/fuse_batch_norm_in_linear.h"
 #include "passes/fuse_bias_in_linear.h"
 #include "passes/fuse_conv_activation_onednn.h"
+#include "passes/fuse_depthwise_conv.h"
 #include "passes/fuse_linear_activation_onednn.h"
 #include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
@@ -124,6 +125,10 @@ const std::vector<PassInfo>& all_passes() {
        "a Linear's input is divided per channel by factors its weight's columns are multiplied "
        "by (SmoothQuant; for int8 activations)",
        true, SmoothLinearInputs::from_options},
+      {"FuseDepthwiseConv",
+       "a depthwise convolution, with the zero pad before it and a ReLU / ReLU6 after it, runs "
+       "fxopt's channels-last kernel where that measured faster (CPU)",
+       true, make_plain<FuseDepthwiseConv>},
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
        true, FuseLinearActivationOneDnn::from_options},

@@ -238,6 +238,24 @@ def rms_norm(x: int, rows: int, n: int, weight: int, eps: float, y: int) -> None
     y[rows, n] = weight * (x / sqrt(mean(x^2) + eps)) per row, float32 (kernels/rms_norm.h); arguments are data addresses of contiguous arrays.
     """
 
+def depthwise_conv_vectorized() -> bool:
+    """
+    Whether depthwise_conv runs its vector paths here (AVX2 with FMA, under a oneDNN ISA cap).
+    """
+
+def depthwise_packed_size(channels: int, taps: int) -> int:
+    """Floats depthwise_pack writes (kernels/depthwise_conv.h)."""
+
+def depthwise_pack(weight: int, bias: int, channels: int, taps: int, packed: int) -> None:
+    """
+    The packed filters and bias depthwise_conv reads, from float32 weight [channels, taps] and bias [channels] (0: none); arguments are data addresses of contiguous arrays.
+    """
+
+def depthwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: bool, x: int, packed: int, y: int, threads: int) -> None:
+    """
+    y [batch, out_h, out_w, channels] = clamp(depthwise conv(x [batch, height, width, channels]) + bias, lower, upper), float32 or bfloat16 (kernels/depthwise_conv.h); sizes: batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, out_h, out_w; arguments are data addresses of contiguous arrays.
+    """
+
 def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_point: int, q: int, threads: int) -> None:
     """
     q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] (float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses of contiguous arrays.

@@ -200,6 +200,35 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
         return onednn_post_op(in.ops(), y, node.args().at(8), node.args().at(9),
                               node.args().at(10));
       });
+  // fxopt.runtime.depthwise_conv.depthwise_conv2d(x, w, b, stride, [top, bottom, left, right],
+  // lower, upper): the image padded with zeros on each side, the depthwise convolution, the
+  // clamp (None: unbounded).
+  interpreter.add_kernel(
+      NodeKind::CallFunction, "fxopt.runtime.depthwise_conv.depthwise_conv2d",
+      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
+        auto& ops = in.ops();
+        const TensorInfo& x = tensor(args, 0);
+        Shape sides = per_dim(&node.args().at(4), 4, 0);
+        Shape padded = {x.dim(0), x.dim(1), x.dim(2) + sides[0] + sides[1],
+                        x.dim(3) + sides[2] + sides[3]};
+        std::vector<double> image(size_t(padded[0] * padded[1] * padded[2] * padded[3]), 0.0);
+        for_each_index(x.shape, [&](const Shape& at) {
+          image[flat(padded, {at[0], at[1], at[2] + sides[0], at[3] + sides[2]})] =
+              ops.values(x)[flat(x.shape, at)];
+        });
+        ConvConfig c{per_dim(&node.args().at(3), 2, 1), Shape(2, 0), Shape(2, 1), Shape(2, 0),
+                     x.dim(1)};
+        TensorInfo y = conv(ops, ops.make(padded, std::move(image), x.dtype), tensor(args, 1),
+                            optional_tensor(args, 2), c);
+        std::optional<double> lower = node.args().at(5).number();
+        std::optional<double> upper = node.args().at(6).number();
+        std::vector<double> clamped = ops.values(y);
+        for (double& v : clamped) {
+          if (lower) v = std::max(v, *lower);
+          if (upper) v = std::min(v, *upper);
+        }
+        return ops.make(y.shape, std::move(clamped), y.dtype);
+      });
   // fxopt.runtime.static_int8_conv.int8_conv2d(x, values, scales, bias, stride, padding,
   // dilation, groups, x_scale, x_zero_point, residual, attr, scalars, algorithm): x rounded to
   // uint8 with the given scale and zero point (kernels/quantize_u8.h), the int8 weight scaled per

@@ -55,6 +55,7 @@ from fxopt.optimization import (
     FuseBatchNormInConv,
     FuseBiasInLinear,
     FuseConvActivationOneDnn,
+    FuseDepthwiseConv,
     FuseLinearActivationOneDnn,
     FuseTanhGelu,
     MoveActivationBeforeReshape,
@@ -87,6 +88,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "RecognizeLinears()": RecognizeLinears,
     "FuseLinearActivationOneDnn()": FuseLinearActivationOneDnn,
     "FuseConvActivationOneDnn()": FuseConvActivationOneDnn,
+    "FuseDepthwiseConv()": FuseDepthwiseConv,
     "ConvWeightsChannelsLast()": ConvWeightsChannelsLast,
     "ChangePrecision(torch.bfloat16)": lambda: ChangePrecision(torch.bfloat16),
     "ChooseAttentionKernel()": ChooseAttentionKernel,
@@ -111,6 +113,9 @@ GELU_WRITTEN_OUT = "{v} = 0.5 * {a} * (1.0 + torch.tanh(0.7978845608028654 * ({a
 
 PADS = ((None, 1), (None, 1), ("(1, 1, 1, 1)", 0), ("(0, 0, 0, 0)", 1), ("(1, 1, 1, 1), value=0.5", 0))
 """F.pad widths before a Conv2d of kernel 3 and that padding (None: no pad): each keeps the size."""
+
+DEPTHWISE_PADS = ((None, 1), ("(0, 2, 1, 1)", 0), ("(1, 1, 2, 0)", 0), ("(0, 0, 1, 1)", "(0, 1)"))
+"""F.pad widths before a depthwise Conv2d of kernel 3 and that padding: each keeps the size."""
 
 DIVISORS = ("8", "3.0", "0.1", "1e-39", "1e30", "-2.5")
 DIVISIONS = (
@@ -200,7 +205,7 @@ def generate(seed: int, dense: bool | None = None) -> Case:
         a = pick()
         v = new("v")
         op = rng.choice(
-            ["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn", "conv1d", "res"]
+            ["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn", "conv1d", "res", "dw"]
         )
         if op == "weighted":
             m, out = new("m"), rng.choice([4, 6, 8])
@@ -265,6 +270,18 @@ def generate(seed: int, dense: bool | None = None) -> Case:
             case.init.append(f"{m} = torch.nn.Conv2d({width[a]}, {width[a]}, 1, bias={rng.random() < 0.7})")
             total = f"self.{m}({a}) + {r}"
             case.body.append(f"{v} = F.relu({total})" if rng.random() < 0.5 else f"{v} = {total}")
+            width[v] = width[a]
+        elif op == "dw" and not case.dense:
+            # A depthwise convolution (MobileNet's), its zeros from its own padding or a pad on
+            # chosen sides (TensorFlow's "same"), ReLU6 after it half of the time.
+            m = new("m")
+            pad, padding = rng.choice(DEPTHWISE_PADS)
+            case.init.append(
+                f"{m} = torch.nn.Conv2d({width[a]}, {width[a]}, 3, padding={padding}, groups={width[a]}, "
+                f"bias={rng.random() < 0.7})"
+            )
+            conv = f"self.{m}(F.pad({a}, {pad}))" if pad else f"self.{m}({a})"
+            case.body.append(f"{v} = F.relu6({conv})" if rng.random() < 0.5 else f"{v} = {conv}")
             width[v] = width[a]
         elif op == "norm":
             m = new("m")

@@ -316,6 +316,26 @@ class FuseConvActivationOneDnn(BuiltinTransformation):
         return {**self.parameters(), "dtypes": onednn_dtypes(onednn_conv_available())}
 
 
+class FuseDepthwiseConv(BuiltinTransformation):
+    """A depthwise convolution, with the zero pad before it and a ReLU / ReLU6 after it, runs
+    fxopt's channels-last kernel where that measured faster.
+
+    ``relu6(conv2d(F.pad(x, (l, r, t, b)), W, b, stride, groups=C))`` with W [C, 1, kh, kw]
+    becomes ``fxopt.runtime.depthwise_conv.depthwise_conv2d(x, W, b, stride, [top, bottom, left,
+    right], 0.0, 6.0)``: one pass over the image, channels in the vector lanes
+    (``kernels/depthwise_conv.h``, AVX-512F or AVX2), the zeros of all four sides its own (a
+    model ported from TensorFlow pads a stride-2 convolution on one side only, which needed a
+    separate pad: a copy of the image), the filters packed on the first call and kept while the
+    weight lives. Per convolution the kernel chooser times it against what the later passes make
+    of the convolution (oneDNN's fused call, after the pad); the static fallback is fxopt's
+    kernel, never picked on a CPU without AVX2. Float32 or bfloat16, on the CPU; dilation 1; an
+    activation other than ReLU / ReLU6 stays a node of its own. The same products summed in
+    another order (float32 results within ~1e-7 relative). Use the result for inference only.
+    Reverse restores the pad, convolution and activation exactly. Conditions in
+    cpp/passes/fuse_depthwise_conv.h.
+    """
+
+
 class FuseTanhGelu(BuiltinTransformation):
     """GELU's tanh approximation written out in elementwise ops becomes one gelu call.
 

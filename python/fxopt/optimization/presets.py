@@ -229,15 +229,17 @@ def _before_fusions(device: torch.device) -> list[str]:
     return [*specs, "MergeLinears"]
 
 
-def _attention_kernel(device: torch.device) -> list[str]:
-    # fxopt's attention kernel for the graph's dtype where it measured faster than ATen's
-    # (float32: the real MiniLM's layer 374-379 us against 432-457, the boolean mask converted
-    # once a forward rather than at every layer); after any lowering, which sets that dtype.
-    return ["ChooseAttentionKernel"] if device.type == "cpu" else []
+def _own_kernels(device: torch.device) -> list[str]:
+    # fxopt's kernels for the graph's dtype where they measured faster, after any lowering,
+    # which sets that dtype, and before the oneDNN fusions, which would take their ops.
+    # Attention: float32, the real MiniLM's layer 374-379 us against 432-457, the boolean mask
+    # converted once a forward rather than at every layer. Depthwise convolutions: MobileNetV2's
+    # stride-2 ones with their one-sided pads, 0.3-0.4x of the pad and oneDNN's call.
+    return ["ChooseAttentionKernel", "FuseDepthwiseConv"] if device.type == "cpu" else []
 
 
 def _default(device: torch.device) -> list[str]:
-    return [*_before_fusions(device), *_attention_kernel(device), *_onednn_fusions(device)]
+    return [*_before_fusions(device), *_own_kernels(device), *_onednn_fusions(device)]
 
 
 def with_steps_before_fusions(name: str, steps: Sequence[Transformation]) -> list[Transformation]:
@@ -281,7 +283,7 @@ def _fast(device: torch.device, approximations: tuple[str, ...] = ()) -> list[st
         )
     if lowered:
         specs.append("ChangePrecision(dtype=bfloat16)")
-    return [*specs, *_attention_kernel(device), *_onednn_fusions(device)]
+    return [*specs, *_own_kernels(device), *_onednn_fusions(device)]
 
 
 def _weight_only_activation(device: torch.device, bits: int = 8) -> torch.dtype | None:

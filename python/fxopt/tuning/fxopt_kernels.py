@@ -4,7 +4,9 @@
 times int8 weight rows (kernels/int8_weight_mm.h through runtime/int8_weight_linear.py), or
 activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot products
 (kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
-QuantizeLinearsWeightOnly emits where they measure fastest.
+QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthwise convolution
+(kernels/depthwise_conv.h through runtime/depthwise_conv.py), against `left`: what the later
+passes make of it, FuseDepthwiseConv's query.
 """
 
 from __future__ import annotations
@@ -12,12 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
+from .. import _core
 from ..engine.tensor_ops import TorchTensorOps
 from ..optimization import hardware
+from ..runtime import onednn_conv
+from ..runtime.depthwise_conv import depthwise_conv2d
 from ..runtime.int4_weight_linear import int4_weight_linear
 from ..runtime.int8_weight_linear import int8_weight_linear
-from .kernels import INT4_GROUP_SIZE, Builder, Problem, Runner, Weights, random_operand, register
+from .kernels import (
+    _ACTIVATIONS,
+    _POST_OPS,
+    INT4_GROUP_SIZE,
+    Builder,
+    Problem,
+    Runner,
+    Weights,
+    random_operand,
+    register,
+)
 
 _WEIGHTS = TorchTensorOps()
 
@@ -57,3 +73,47 @@ def _own_kernel(bits: int) -> Builder:
 
 register("int8_weight_only", "fxopt_int8", _has_avx2, _own_kernel(8))
 register("int4_weight_only", "fxopt_int4", _has_avx2, _own_kernel(4))
+
+
+_CLAMPS = {"none": (None, None), "relu": (0.0, None), "relu6": (0.0, 6.0)}
+"""The activations FuseDepthwiseConv takes into the call, as the kernel's clamp bounds."""
+
+
+def _depthwise(own: bool) -> Builder:
+    """Query shape (cpp/passes/fuse_depthwise_conv.cc): the input's N, C, H, W (before the pad),
+    kernel height and width, stride, then the zeros above, below, left and right; variant: the
+    activation, then ",no_bias". fxopt's call (`own`), or the graph as the later passes leave
+    it: the pad where the sides differ, then oneDNN's fused convolution (ATen's without it)."""
+
+    def build(problem: Problem) -> Runner:
+        n, c, h, w, kh, kw, sh, sw, top, bottom, left, right = problem.shape
+        activation, *flags = problem.variant.split(",")
+        dtype = getattr(torch, problem.dtype)
+        generator = torch.Generator().manual_seed(0)
+        x = random_operand(n, c, h, w, generator=generator).to(dtype).contiguous(memory_format=torch.channels_last)
+        weight = random_operand(c, 1, kh, kw, generator=generator, scale=(kh * kw) ** -0.5).to(dtype)
+        bias = None if "no_bias" in flags else random_operand(c, generator=generator).to(dtype)
+        stride, sides = [sh, sw], [top, bottom, left, right]
+        if own:
+            lower, upper = _CLAMPS[activation]
+            return Runner(lambda wb: depthwise_conv2d(x, wb[0], wb[1], stride, sides, lower, upper), (weight, bias))
+        symmetric = top == bottom and left == right
+        padding = [top, left] if symmetric else [0, 0]
+        attr, scalars, algorithm = _POST_OPS.get(activation, ("none", [], None))
+        act = _ACTIVATIONS[activation]
+
+        def left_as_it_is(wb: Weights) -> torch.Tensor:
+            image = x if symmetric else F.pad(x, (left, right, top, bottom))
+            if hardware.onednn_conv_available():
+                return onednn_conv.conv_pointwise(
+                    image, wb[0], wb[1], stride, padding, [1, 1], c, None, attr, scalars, algorithm
+                )
+            return act(F.conv2d(image, wb[0], wb[1], stride, padding, 1, c))
+
+        return Runner(left_as_it_is, (weight, bias))
+
+    return build
+
+
+register("depthwise_conv2d", "left", lambda: True, _depthwise(own=False))
+register("depthwise_conv2d", "fxopt", _core.depthwise_conv_vectorized, _depthwise(own=True))

@@ -309,7 +309,7 @@ def _int8_weight_only(problem: Problem) -> Runner:
     return Runner(run, (values, scales.to(activations), o.bias))
 
 
-WHOLE_SHAPE_OPS = ("conv2d", "int8_conv2d")
+WHOLE_SHAPE_OPS = ("conv2d", "int8_conv2d", "depthwise_conv2d")
 """Ops whose query shape lists every size of their input, not a token count (-1) and the rest."""
 
 
