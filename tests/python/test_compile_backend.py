@@ -13,11 +13,14 @@ import torch
 import transformers
 
 import fxopt
+from fxopt import _core
+from fxopt.runtime.depthwise_conv import depthwise_conv2d
 from fxopt.runtime.onednn_conv import conv_pointwise
 from fxopt.runtime.onednn_linear import linear_pointwise
 from conftest import build_model, tiny_bert_config, token_inputs
 from fxopt.optimization.compile_backend import CompiledGraph, fxopt_backend
 from norm_models import tiny_resnet
+from test_fold_pad_in_conv import tf_mobilenet_v2
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -109,6 +112,16 @@ def test_bert_with_inductor_leaves_linear_fusion_to_inductor() -> None:
     report = fxopt.verify(model, compiled, token_inputs(2, 8))
     assert report.ok, str(report)
     assert linear_pointwise not in targets(graphs[0].graph_module)
+
+
+@pytest.mark.parametrize("inductor", [False, True])
+def test_depthwise_convolutions_run_fxopts_kernel_eagerly_and_inductors_when_handed_on(inductor: bool) -> None:
+    model = tf_mobilenet_v2()
+    compiled, graphs = compiled_graphs(model, {"inductor": inductor})
+    report = fxopt.verify(model, compiled, torch.randn(1, 3, 32, 32))
+    assert report.ok, str(report)
+    fused = depthwise_conv2d in targets(graphs[0].graph_module)
+    assert fused == (not inductor and _core.depthwise_conv_vectorized())
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,10 @@ BACKEND_NAME = "fxopt"
 _OPTIONS = ("preset", "inductor")
 
 # Passes whose work Inductor does itself and whose output it cannot lower: oneDNN's fused
-# linear (Inductor has no lowering for it on plain weights; it fuses Linear + activation itself)
-# and the packed convolution, a Python function (Inductor packs and fuses convolutions itself).
-_LEFT_TO_INDUCTOR = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn")
+# linear (Inductor has no lowering for it on plain weights; it fuses Linear + activation itself),
+# the packed convolution and fxopt's depthwise one, Python functions (Inductor packs and fuses
+# convolutions itself; it would trace into fxopt's call and find no data behind its tensors).
+_LEFT_TO_INDUCTOR = ("FuseLinearActivationOneDnn", "FuseConvActivationOneDnn", "FuseDepthwiseConv")
 
 
 def fxopt_backend(
