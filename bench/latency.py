@@ -16,6 +16,8 @@ Variants (`--variants`):
   sync back, lint and recompile).
 * fxopt-fast-sdpa: `fast` without `ChooseAttentionKernel` (an ablation: attention through ATen's
   SDPA, not fxopt's bfloat16 kernel).
+* fxopt-default-no-dw, fxopt-fast-no-dw: `default` / `fast` without `FuseDepthwiseConv` (an
+  ablation: depthwise convolutions as oneDNN or ATen run them, after their pads).
 * fxopt-fast-viewed: `fast` without `MoveActivationBeforeReshape` (an ablation: an activation
   behind a view of its Linear, GPT-2's GELU, stays out of the Linear's call).
 * fxopt-fast-export: `fast` on the graph `fxopt.trace(mode="export")` makes (torch.export,
@@ -496,6 +498,8 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False, gpu=True),
     "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False, gpu=True),
     "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), False),
+    "fxopt-default-no-dw": VariantSpec(fxopt_preparer(preset_passes("default", without="FuseDepthwiseConv")), False),
+    "fxopt-fast-no-dw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FuseDepthwiseConv")), False),
     "fxopt-fast-viewed": VariantSpec(
         fxopt_preparer(preset_passes("fast", without="MoveActivationBeforeReshape")), False
     ),
