@@ -15,6 +15,12 @@
 namespace fxopt {
 namespace {
 
+// The vector paths are compiled from one text per instruction set under GCC's target pragmas;
+// clang has no such pragma, so its builds run the plain loops (and the pass never picks them).
+#if defined(FXOPT_AVX2) && !defined(__clang__)
+#define FXOPT_DEPTHWISE_VECTORS 1
+#endif
+
 // Packed rows are whole AVX-512 vectors, so every path loads weights and bias without a tail.
 constexpr int64_t kPackedLanes = 16;
 
@@ -41,7 +47,7 @@ struct V {
 
 }  // namespace portable
 
-#ifdef FXOPT_AVX2
+#ifdef FXOPT_DEPTHWISE_VECTORS
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
@@ -82,7 +88,7 @@ struct V {
 #pragma GCC pop_options
 #endif
 
-#ifdef FXOPT_AVX512
+#ifdef FXOPT_DEPTHWISE_VECTORS
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 namespace avx512 {
@@ -133,10 +139,8 @@ void run(const DepthwiseConv& s, const T* x, const float* packed, T* y, int thre
   // The input rows one output row reads, as the work a thread part should have.
   const int64_t bytes_per_row = s.kernel_h * s.width * s.channels * int64_t(sizeof(T));
   split_rows(s.batch * s.out_h, bytes_per_row, threads, 1, [&](int64_t begin, int64_t end) {
-#ifdef FXOPT_AVX512
+#ifdef FXOPT_DEPTHWISE_VECTORS
     if (has_avx512()) return avx512::output_rows(s, x, packed, row_floats, begin, end, y);
-#endif
-#ifdef FXOPT_AVX2
     if (has_avx2()) return avx2::output_rows(s, x, packed, row_floats, begin, end, y);
 #endif
     portable::output_rows(s, x, packed, row_floats, begin, end, y);
@@ -170,7 +174,7 @@ void depthwise_conv_bf16(const DepthwiseConv& s, const uint16_t* x, const float*
 }
 
 bool depthwise_conv_vectorized() {
-#ifdef FXOPT_AVX2
+#ifdef FXOPT_DEPTHWISE_VECTORS
   return has_avx2();
 #else
   return false;
