@@ -13,9 +13,10 @@ import torch
 import transformers
 
 import fxopt
-from fxopt import _core
+from fxopt import _core, tuning
 from fxopt.runtime.depthwise_conv import depthwise_conv2d
 from fxopt.runtime.onednn_conv import conv_pointwise
+from fxopt.runtime.prefill_attention import attention_f32
 from fxopt.runtime.onednn_linear import linear_pointwise
 from conftest import build_model, tiny_bert_config, token_inputs
 from fxopt.optimization.compile_backend import CompiledGraph, fxopt_backend
@@ -112,6 +113,18 @@ def test_bert_with_inductor_leaves_linear_fusion_to_inductor() -> None:
     report = fxopt.verify(model, compiled, token_inputs(2, 8))
     assert report.ok, str(report)
     assert linear_pointwise not in targets(graphs[0].graph_module)
+
+
+@pytest.mark.skipif(not _core.prefill_attention_f32_available(), reason="the float32 attention kernel needs AVX2")
+@pytest.mark.parametrize("inductor", [False, True])
+def test_fxopts_attention_kernel_runs_eagerly_and_inductor_gets_sdpa(inductor: bool) -> None:
+    # The kernel chooser's measured pick, pinned: static tuning (the tests') keeps SDPA.
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    with tuning.pinned(attention="fxopt_f32"):
+        compiled, graphs = compiled_graphs(model, {"inductor": inductor})
+        report = fxopt.verify(model, compiled, token_inputs(2, 8))
+    assert report.ok, str(report)
+    assert (attention_f32 in targets(graphs[0].graph_module)) == (not inductor)
 
 
 @pytest.mark.parametrize("inductor", [False, True])
