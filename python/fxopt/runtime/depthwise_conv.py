@@ -34,20 +34,6 @@ def _pack(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return packed
 
 
-def _aten(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Sequence[int],
-    padding: Sequence[int],
-    lower: float | None,
-    upper: float | None,
-) -> torch.Tensor:
-    top, bottom, left, right = padding
-    y = F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, list(stride), 0, 1, weight.shape[0])
-    return y if lower is None and upper is None else y.clamp(lower, upper)
-
-
 @graph_leaf
 def depthwise_conv2d(
     x: torch.Tensor,
@@ -66,6 +52,7 @@ def depthwise_conv2d(
     """
     if x.dim() == 3:
         return depthwise_conv2d(x[None], weight, bias, stride, padding, lower, upper)[0]
+    top, bottom, left, right = padding
     if (
         x.dim() != 4
         or x.dtype not in _DTYPES
@@ -75,10 +62,10 @@ def depthwise_conv2d(
         or not _core.depthwise_conv_vectorized()
     ):
         with torch.no_grad():
-            return _aten(x, weight, bias, stride, padding, lower, upper)
+            y = F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, list(stride), 0, 1, weight.shape[0])
+            return y if lower is None and upper is None else y.clamp(lower, upper)
     batch, channels, height, width = x.shape
     kernel_h, kernel_w = weight.shape[2], weight.shape[3]
-    top, bottom, left, right = padding
     out_h = (height + top + bottom - kernel_h) // stride[0] + 1
     out_w = (width + left + right - kernel_w) // stride[1] + 1
     packed = _PACKED.get(weight, (bias,), (), _pack, weight, bias)
