@@ -63,7 +63,7 @@ void FuseDepthwiseConv::rewrite(PassContext& ctx, Node* node) const {
   if ((weight.dtype != "float32" && weight.dtype != "bfloat16") || weight.device != "cpu")
     return ctx.skip(*node, "fxopt's kernel takes float32 or bfloat16 weights on the CPU, not " +
                                weight.dtype + " on " + weight.device);
-  std::optional<Clamp> clamp;
+  std::optional<Clamp> clamp;  // set only where the activation stays fused
   if (fusion->add || !fusion->activation || !(clamp = clamp_of(fusion->activation->name)))
     fusion->unfuse();
 
@@ -108,8 +108,8 @@ void FuseDepthwiseConv::rewrite(PassContext& ctx, Node* node) const {
                stored_tensor_operand(rewriter, conv.params, result, "bias"),
                int_list(fusion->geometry.stride),
                int_list(sides),
-               clamp && fusion->activation ? clamp->lower : Arg(None{}),
-               clamp && fusion->activation ? clamp->upper : Arg(None{})};
+               clamp ? clamp->lower : Arg(None{}),
+               clamp ? clamp->upper : Arg(None{})};
   replace_by_fused_call(ctx, pattern, std::move(*captured), kDepthwiseConv, "depthwise_conv",
                         std::move(args));
 }
