@@ -256,6 +256,24 @@ def depthwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: b
     y [batch, out_h, out_w, channels] = clamp(depthwise conv(x [batch, height, width, channels]) + bias, lower, upper), float32 or bfloat16 (kernels/depthwise_conv.h); sizes: batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, out_h, out_w; arguments are data addresses of contiguous arrays.
     """
 
+def pointwise_conv_vectorized() -> bool:
+    """
+    Whether pointwise_conv runs its vector path here (AVX512-BF16, under a oneDNN ISA cap).
+    """
+
+def pointwise_packed_bytes(out_channels: int, in_channels: int) -> int:
+    """Bytes pointwise_pack writes (kernels/pointwise_conv.h)."""
+
+def pointwise_pack(weight: int, bias: int, out_channels: int, in_channels: int, packed: int) -> None:
+    """
+    The packed weight and bias pointwise_conv reads, from bfloat16 weight [out_channels, in_channels] and float32 bias [out_channels] (0: none); arguments are data addresses of contiguous arrays.
+    """
+
+def pointwise_conv(sizes: Sequence[int], lower: float, upper: float, x: int, packed: int, residual: int, y: int, threads: int) -> None:
+    """
+    y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, upper), bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments are data addresses of contiguous arrays (residual 0: none).
+    """
+
 def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_point: int, q: int, threads: int) -> None:
     """
     q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] (float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses of contiguous arrays.
