@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/pad.h"
+#include "passes/activation_clamp.h"
 #include "passes/conv_fusion.h"
 #include "passes/fused_call.h"
 #include "rewrite/capture.h"
@@ -15,17 +16,6 @@ namespace {
 // (python/fxopt/runtime/depthwise_conv.py).
 const Symbol kDepthwiseConv = Symbol::intern("fxopt.runtime.depthwise_conv.depthwise_conv2d");
 constexpr size_t kArity = 7;
-
-// The clamp the kernel applies for an activation it takes in.
-struct Clamp {
-  Arg lower, upper;
-};
-
-std::optional<Clamp> clamp_of(const std::string& activation) {
-  if (activation == "relu") return Clamp{0.0, None{}};
-  if (activation == "relu6") return Clamp{0.0, 6.0};
-  return std::nullopt;
-}
 
 // The zero pad feeding `conv` that the kernel can take in: read by the convolution alone, on
 // the two spatial dimensions only. Its widths in torch's order (left, right, top, bottom).

@@ -16,6 +16,7 @@
 #include "passes/fuse_conv_activation_onednn.h"
 #include "passes/fuse_depthwise_conv.h"
 #include "passes/fuse_linear_activation_onednn.h"
+#include "passes/fuse_pointwise_conv.h"
 #include "passes/fuse_tanh_gelu.h"
 #include "passes/merge_linears.h"
 #include "passes/move_activation_before_reshape.h"
@@ -129,6 +130,10 @@ const std::vector<PassInfo>& all_passes() {
        "a depthwise convolution, with the zero pad before it and a ReLU / ReLU6 after it, runs "
        "fxopt's channels-last kernel where that measured faster (CPU)",
        true, make_plain<FuseDepthwiseConv>},
+      {"FusePointwiseConv",
+       "a bfloat16 1x1 convolution, with a residual add and a ReLU / ReLU6 after it, runs fxopt's "
+       "channels-last kernel where that measured faster (CPU, AVX512-BF16)",
+       true, make_plain<FusePointwiseConv>},
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",
        true, FuseLinearActivationOneDnn::from_options},

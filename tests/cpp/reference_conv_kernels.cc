@@ -3,6 +3,7 @@
 // returns the normalized tensor alone, so getitem 0 passes it through).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "reference_interpreter.h"
@@ -140,6 +141,28 @@ TensorInfo conv(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& 
 }
 
 // (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c], c along dim 1.
+// y + residual, elementwise (residual null: y).
+TensorInfo plus_residual(ReferenceTensorOps& ops, const TensorInfo& y, const TensorInfo* residual) {
+  if (!residual) return y;
+  std::vector<double> sum = ops.values(y);
+  const std::vector<double>& r = ops.values(*residual);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.at(i);
+  return ops.make(y.shape, std::move(sum), y.dtype);
+}
+
+// y clamped to [lower, upper], bounds given as the fxopt kernels' calls give them (None:
+// unbounded).
+TensorInfo clamped(ReferenceTensorOps& ops, const TensorInfo& y, const Arg& lower_bound,
+                   const Arg& upper_bound) {
+  std::optional<double> lower = lower_bound.number(), upper = upper_bound.number();
+  std::vector<double> values = ops.values(y);
+  for (double& v : values) {
+    if (lower) v = std::max(v, *lower);
+    if (upper) v = std::min(v, *upper);
+  }
+  return ops.make(y.shape, std::move(values), y.dtype);
+}
+
 TensorInfo batch_norm(ReferenceTensorOps& ops, const TensorInfo& x, const TensorInfo& mean,
                       const TensorInfo& var, const TensorInfo* w, const TensorInfo* b, double eps) {
   std::vector<double> y = ops.values(x);
@@ -190,13 +213,9 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
         ConvConfig c{per_dim(&node.args().at(3), dims, 1), per_dim(&node.args().at(4), dims, 0),
                      per_dim(&node.args().at(5), dims, 1), Shape(dims, 0),
                      *node.args().at(6).integer()};
-        TensorInfo y = conv(in.ops(), x, tensor(args, 1), optional_tensor(args, 2), c);
-        if (const TensorInfo* residual = optional_tensor(args, 7)) {
-          std::vector<double> sum = in.ops().values(y);
-          const std::vector<double>& r = in.ops().values(*residual);
-          for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.at(i);
-          y = in.ops().make(y.shape, std::move(sum), y.dtype);
-        }
+        TensorInfo y =
+            plus_residual(in.ops(), conv(in.ops(), x, tensor(args, 1), optional_tensor(args, 2), c),
+                          optional_tensor(args, 7));
         return onednn_post_op(in.ops(), y, node.args().at(8), node.args().at(9),
                               node.args().at(10));
       });
@@ -220,14 +239,18 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
                      x.dim(1)};
         TensorInfo y = conv(ops, ops.make(padded, std::move(image), x.dtype), tensor(args, 1),
                             optional_tensor(args, 2), c);
-        std::optional<double> lower = node.args().at(5).number();
-        std::optional<double> upper = node.args().at(6).number();
-        std::vector<double> clamped = ops.values(y);
-        for (double& v : clamped) {
-          if (lower) v = std::max(v, *lower);
-          if (upper) v = std::min(v, *upper);
-        }
-        return ops.make(y.shape, std::move(clamped), y.dtype);
+        return clamped(ops, y, node.args().at(5), node.args().at(6));
+      });
+  // fxopt.runtime.pointwise_conv.pointwise_conv2d(x, w, b, residual, lower, upper): the 1x1
+  // convolution, the residual added (None: none), the clamp (None: unbounded).
+  interpreter.add_kernel(
+      NodeKind::CallFunction, "fxopt.runtime.pointwise_conv.pointwise_conv2d",
+      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
+        ConvConfig c{Shape(2, 1), Shape(2, 0), Shape(2, 1), Shape(2, 0), 1};
+        TensorInfo y = plus_residual(
+            in.ops(), conv(in.ops(), tensor(args, 0), tensor(args, 1), optional_tensor(args, 2), c),
+            optional_tensor(args, 3));
+        return clamped(in.ops(), y, node.args().at(4), node.args().at(5));
       });
   // fxopt.runtime.static_int8_conv.int8_conv2d(x, values, scales, bias, stride, padding,
   // dilation, groups, x_scale, x_zero_point, residual, attr, scalars, algorithm): x rounded to

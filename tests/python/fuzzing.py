@@ -57,6 +57,7 @@ from fxopt.optimization import (
     FuseConvActivationOneDnn,
     FuseDepthwiseConv,
     FuseLinearActivationOneDnn,
+    FusePointwiseConv,
     FuseTanhGelu,
     MoveActivationBeforeReshape,
     GeluToTanhApproximation,
@@ -89,6 +90,7 @@ PASSES: dict[str, Callable[[], Transformation]] = {
     "FuseLinearActivationOneDnn()": FuseLinearActivationOneDnn,
     "FuseConvActivationOneDnn()": FuseConvActivationOneDnn,
     "FuseDepthwiseConv()": FuseDepthwiseConv,
+    "FusePointwiseConv()": FusePointwiseConv,
     "ConvWeightsChannelsLast()": ConvWeightsChannelsLast,
     "ChangePrecision(torch.bfloat16)": lambda: ChangePrecision(torch.bfloat16),
     "ChooseAttentionKernel()": ChooseAttentionKernel,
@@ -205,7 +207,7 @@ def generate(seed: int, dense: bool | None = None) -> Case:
         a = pick()
         v = new("v")
         op = rng.choice(
-            ["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn", "conv1d", "res", "dw"]
+            ["weighted", "weighted", "norm", "div", "act", "act", "add", "cat", "par", "attn", "conv1d", "res", "dw", "pw"]
         )
         if op == "weighted":
             m, out = new("m"), rng.choice([4, 6, 8])
@@ -283,6 +285,13 @@ def generate(seed: int, dense: bool | None = None) -> Case:
             conv = f"self.{m}(F.pad({a}, {pad}))" if pad else f"self.{m}({a})"
             case.body.append(f"{v} = F.relu6({conv})" if rng.random() < 0.5 else f"{v} = {conv}")
             width[v] = width[a]
+        elif op == "pw" and not case.dense:
+            # A 1x1 convolution to another width (MobileNet's expansion and projection), ReLU6
+            # after it half of the time.
+            m, out = new("m"), rng.choice([4, 6, 8])
+            case.init.append(f"{m} = torch.nn.Conv2d({width[a]}, {out}, 1, bias={rng.random() < 0.7})")
+            case.body.append(f"{v} = F.relu6(self.{m}({a}))" if rng.random() < 0.5 else f"{v} = self.{m}({a})")
+            width[v] = out
         elif op == "norm":
             m = new("m")
             kind = "BatchNorm1d" if case.dense else "BatchNorm2d"
@@ -512,7 +521,17 @@ def plan(seed: int) -> tuple[Case, str, list[str], bool]:
         return generate(seed), mode, [names[(seed // 2) % len(names)]], False
     inplace = rng.random() < 0.5
     if seed % 4 == 1:
-        return generate(seed), mode, rng.sample(names, k=rng.randint(2, 6)), inplace
+        passes = rng.sample(names, k=rng.randint(2, 6))
+        if "FusePointwiseConv()" not in passes:
+            return generate(seed), mode, passes, inplace
+        # fxopt's bfloat16 1x1 convolution takes lowered images only: 3 times in 4 their
+        # lowering runs right before it.
+        if rng.random() < 0.75:
+            lowering = "ChangePrecision(torch.bfloat16)"
+            if lowering in passes:
+                passes.remove(lowering)
+            passes.insert(passes.index("FusePointwiseConv()"), lowering)
+        return generate(seed, dense=False), mode, passes, inplace
     passes = rng.sample(LINEAR_PASSES, k=rng.randint(2, 4))
     attention = rng.random()
     if attention < 0.875:

@@ -42,7 +42,7 @@ _OPTIONS = ("preset", "inductor")
 
 # Passes whose work Inductor does itself and whose output it cannot lower: oneDNN's fused
 # linear (Inductor has no lowering for it on plain weights; it fuses Linear + activation itself),
-# the packed convolution, fxopt's depthwise convolution and its attention kernels, Python
+# the packed convolution, fxopt's depthwise and 1x1 convolutions and its attention kernels, Python
 # functions (Inductor packs and fuses convolutions and lowers SDPA itself; it would trace into
 # fxopt's calls and find no data behind its tensors: a measured choice of the float32 attention
 # kernel made Inductor fail on the mask's conversion and Dynamo fall back).
@@ -50,6 +50,7 @@ _LEFT_TO_INDUCTOR = (
     "FuseLinearActivationOneDnn",
     "FuseConvActivationOneDnn",
     "FuseDepthwiseConv",
+    "FusePointwiseConv",
     "ChooseAttentionKernel",
 )
 

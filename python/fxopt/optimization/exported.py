@@ -37,11 +37,12 @@ UNSAVABLE = (
     "QuantizeConvsInt8",
     "ChooseAttentionKernel",
     "FuseDepthwiseConv",
+    "FusePointwiseConv",
 )
 """Passes whose output torch.export.save cannot write: oneDNN's fused linear takes an empty
 list of scalars, which torch's serializer refuses ("Empty list with type number nyi"); the
 packed convolutions and int8 Linears are Python functions (fxopt.runtime) holding weights
-packed by torch, which a `.pt2` has no place for; fxopt's attention and depthwise kernels are calls into the
+packed by torch, which a `.pt2` has no place for; fxopt's attention and convolution kernels are calls into the
 engine no `.pt2` loader has (and the pass leaves ATen graphs alone anyway)."""
 
 DynamicDims = Callable[[str, Any], Sequence[int]]

@@ -6,7 +6,8 @@ activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot p
 (kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
 QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthwise convolution
 (kernels/depthwise_conv.h through runtime/depthwise_conv.py), against `left`: what the later
-passes make of it, FuseDepthwiseConv's query.
+passes make of it, FuseDepthwiseConv's query; the same for a bfloat16 1x1 convolution
+(kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..runtime import onednn_conv
 from ..runtime.depthwise_conv import depthwise_conv2d
 from ..runtime.int4_weight_linear import int4_weight_linear
 from ..runtime.int8_weight_linear import int8_weight_linear
+from ..runtime.pointwise_conv import pointwise_conv2d
 from .kernels import (
     _ACTIVATIONS,
     _POST_OPS,
@@ -31,6 +33,8 @@ from .kernels import (
     Problem,
     Runner,
     Weights,
+    _conv_left,
+    _conv_operands,
     random_operand,
     register,
 )
@@ -76,7 +80,8 @@ register("int4_weight_only", "fxopt_int4", _has_avx2, _own_kernel(4))
 
 
 _CLAMPS = {"none": (None, None), "relu": (0.0, None), "relu6": (0.0, 6.0)}
-"""The activations FuseDepthwiseConv takes into the call, as the kernel's clamp bounds."""
+"""The activations FuseDepthwiseConv and FusePointwiseConv take into the call, as the kernel's
+clamp bounds."""
 
 
 def _depthwise(own: bool) -> Builder:
@@ -117,3 +122,15 @@ def _depthwise(own: bool) -> Builder:
 
 register("depthwise_conv2d", "left", lambda: True, _depthwise(own=False))
 register("depthwise_conv2d", "fxopt", _core.depthwise_conv_vectorized, _depthwise(own=True))
+
+
+def _pointwise(problem: Problem) -> Runner:
+    """FusePointwiseConv's call. The query is a convolution's (ConvFusion::choice_shape, variant
+    the activation, ",add", ",no_bias"), `left` what FuseConvActivationOneDnn makes of it."""
+    o = _conv_operands(problem)
+    lower, upper = _CLAMPS[o.activation]
+    return Runner(lambda w: pointwise_conv2d(o.x, w[0], w[1], o.residual, lower, upper), (o.weight, o.bias))
+
+
+register("pointwise_conv2d", "left", lambda: True, _conv_left)
+register("pointwise_conv2d", "fxopt", _core.pointwise_conv_vectorized, _pointwise)

@@ -309,7 +309,7 @@ def _int8_weight_only(problem: Problem) -> Runner:
     return Runner(run, (values, scales.to(activations), o.bias))
 
 
-WHOLE_SHAPE_OPS = ("conv2d", "int8_conv2d", "depthwise_conv2d")
+WHOLE_SHAPE_OPS = ("conv2d", "int8_conv2d", "depthwise_conv2d", "pointwise_conv2d")
 """Ops whose query shape lists every size of their input, not a token count (-1) and the rest."""
 
 
@@ -383,8 +383,8 @@ def _conv(fused: bool | None) -> Builder:
 
 
 def _conv_left(problem: Problem) -> Runner:
-    """A convolution QuantizeConvsInt8 leaves in float, as FuseConvActivationOneDnn then runs it
-    (ATen's where torch has no oneDNN convolution)."""
+    """A convolution as FuseConvActivationOneDnn runs it (ATen's where torch has no oneDNN
+    convolution): one QuantizeConvsInt8 leaves in float, or FusePointwiseConv does."""
     return _conv(fused=True if hardware.onednn_conv_available() else None)(problem)
 
 

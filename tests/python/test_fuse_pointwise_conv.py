@@ -1,0 +1,155 @@
+"""FusePointwiseConv on transformers' MobileNetV2 lowered to bfloat16, as fxopt.trace and
+torch.export record it: every 1x1 convolution, with the residual add after a projection and the
+ReLU6 after an expansion, becomes one call of fxopt's kernel with the lowered graph's outputs,
+float32 convolutions stay, the `fast` preset runs it, reverse restores the graph exactly; the
+runtime function runs ATen's convolution for what its kernel does not take."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fxopt
+from fxopt import _core
+from fxopt.optimization import (
+    ChangePrecision,
+    FoldPadInConv,
+    FuseBatchNormInConv,
+    FusePointwiseConv,
+    compose,
+    hardware,
+    presets,
+)
+from fxopt.runtime.pointwise_conv import pointwise_conv2d
+from norm_models import check_reverse, count, outputs, tensor_states
+from test_fold_pad_in_conv import CONVS, tf_mobilenet_v2, traced
+
+KERNEL = _core.pointwise_conv_vectorized()
+"""Whether this CPU runs the kernel's vector path (AVX512-BF16); elsewhere the pass leaves the graph."""
+
+ADDS = (operator.add, torch.add, torch.ops.aten.add.Tensor)
+
+
+def pointwise(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is pointwise_conv2d]
+
+
+def is_pointwise(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    weight = node.args[1]
+    shape = gm.get_parameter(weight.target).shape if isinstance(weight, torch.fx.Node) else None
+    geometry = list(node.args[3:7]) + [1] * (7 - len(node.args))
+    return shape is not None and tuple(shape[2:]) == (1, 1) and geometry[0] in (1, [1, 1]) and geometry[3] == 1
+
+
+def cosines(got: list[torch.Tensor], expected: list[torch.Tensor]) -> list[float]:
+    return [float(F.cosine_similarity(g.double().flatten(), e.double().flatten(), 0)) for g, e in zip(got, expected)]
+
+
+def lowered_mobilenet(dialect: str) -> tuple[torch.fx.GraphModule, torch.Tensor, list[torch.Tensor]]:
+    """The lowered graph, its input and the float32 model's outputs on it."""
+    model = tf_mobilenet_v2()
+    pixels = torch.randn(1, 3, 32, 32)
+    gm = traced(model, pixels, dialect)
+    # As the presets run them first: batch norms folded, pads folded, then the lowering.
+    compose(FuseBatchNormInConv(), FoldPadInConv(), ChangePrecision(torch.bfloat16), inplace=True)(gm)
+    return gm, pixels, outputs(model, pixels)
+
+
+@pytest.mark.parametrize("dialect", ["dynamo", "export"])
+def test_bfloat16_1x1_convolutions_their_adds_and_relu6_become_one_call(dialect: str) -> None:
+    gm, pixels, float32 = lowered_mobilenet(dialect)
+    args: tuple[Any, ...] = (pixels,)
+    expected, code, states = outputs(gm, *args), gm.code, tensor_states(gm)
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in CONVS]
+    ones = [n.name for n in convs if is_pointwise(n, gm)]
+    residuals = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in ADDS and set(n.args) & set(convs)]
+    assert 0 < len(ones) < len(convs) and residuals
+
+    t = FusePointwiseConv()
+    t(gm)
+    if not KERNEL:
+        assert t.report.changed == [] and pointwise(gm) == []
+        return
+    assert len(t.report.changed) == len(ones) == len(pointwise(gm))
+    assert count(gm, *CONVS) == len(convs) - len(ones)
+    calls = pointwise(gm)
+    assert sum(call.args[3] is not None for call in calls) == len(residuals)  # the adds taken in
+    assert any(call.args[4:] == (0.0, 6.0) for call in calls)  # ReLU6 after an expansion
+    skipped = dict(t.report.skipped)
+    assert all("not a 1x1 convolution" in skipped[n.name] for n in convs if n.name not in ones)
+    # Each call rounds its float32 sums to bfloat16 once, where ATen's bfloat16 convolution
+    # rounds its own way; over 34 calls the two drift apart by a few bfloat16 steps (cosine
+    # 0.99982 here), each as close to the float32 model as the other (0.99968 both).
+    got = outputs(gm, *args)
+    assert all(g.dtype == e.dtype for g, e in zip(got, expected))
+    assert min(cosines(got, expected)) > 0.9995
+    assert min(cosines(got, float32)) > min(cosines(expected, float32)) - 1e-4
+    check_reverse(t, gm, args, expected, code, states)
+
+
+def test_float32_convolutions_stay() -> None:
+    model = tf_mobilenet_v2()
+    pixels = torch.randn(1, 3, 32, 32)
+    gm = fxopt.trace(model, example_inputs={"pixel_values": pixels})
+    code = gm.code
+    t = FusePointwiseConv()
+    t(gm)
+    assert t.report.changed == [] and gm.code == code
+    assert any("bfloat16 weights" in why for _, why in t.report.skipped)
+
+
+def test_fast_runs_it_before_the_onednn_convolutions() -> None:
+    for name in ("default", "fast"):
+        specs = presets.preset_passes(name)
+        assert specs.index("FusePointwiseConv") > specs.index("FuseDepthwiseConv")
+        if "FuseConvActivationOneDnn" in specs:
+            assert specs.index("FusePointwiseConv") < specs.index("FuseConvActivationOneDnn")
+    assert "FusePointwiseConv" not in presets.preset_passes("fast", "meta")
+    model = tf_mobilenet_v2()
+    pixels = torch.randn(1, 3, 32, 32)
+    optimized = fxopt.optimize(model, "fast", example_inputs={"pixel_values": pixels})
+    lowered = hardware.fast_bfloat16_cpu()  # `fast` lowers to bfloat16 only where it is native
+    assert (len(pointwise(optimized)) > 0) == (KERNEL and lowered)
+    assert min(cosines(outputs(optimized, pixels), outputs(model, pixels))) > 0.999
+
+
+@pytest.mark.parametrize(("pixels", "in_channels", "out_channels"), [(7, 16, 96), (5, 33, 24), (4, 96, 40)])
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (None, None), (0.0, None)])
+@pytest.mark.parametrize("add", [False, True])
+def test_the_call_computes_convolution_residual_and_clamp(
+    pixels: int, in_channels: int, out_channels: int, bounds: tuple[float | None, float | None], add: bool
+) -> None:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, in_channels, pixels, pixels + 1, generator=generator).bfloat16()
+    weight = (torch.randn(out_channels, in_channels, 1, 1, generator=generator) * in_channels**-0.5).bfloat16()
+    bias = torch.randn(out_channels, generator=generator).bfloat16()
+    residual = torch.randn(2, out_channels, pixels, pixels + 1, generator=generator).bfloat16() if add else None
+    expected = F.conv2d(x.double(), weight.double(), bias.double())
+    expected = expected if residual is None else expected + residual.double()
+    expected = expected.clamp(*bounds) if bounds != (None, None) else expected
+    got = pointwise_conv2d(x, weight, bias, residual, *bounds)
+    assert got.dtype == torch.bfloat16 and got.shape == expected.shape
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    # Float32 sums of exact products, rounded once to bfloat16: within its step.
+    assert torch.allclose(got.double(), expected, atol=1e-3, rtol=2**-8)
+    # One unbatched image gives the batch's first.
+    unbatched = None if residual is None else residual[0]
+    assert torch.equal(pointwise_conv2d(x[0], weight, bias, unbatched, *bounds), got[0])
+
+
+def test_what_the_kernel_does_not_take_runs_atens_convolution() -> None:
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 8, 3, 3, generator=generator)
+    weight = torch.randn(5, 8, 1, 1, generator=generator)
+    residual = torch.randn(1, 5, 3, 3, generator=generator)
+    # float32: ATen's convolution, add and clamp, bit for bit.
+    expected = (F.conv2d(x, weight, None) + residual).clamp(0.0, 6.0)
+    assert torch.equal(pointwise_conv2d(x, weight, None, residual, 0.0, 6.0), expected)
+    # A residual that broadcasts (not the result's shape) is not the kernel's either.
+    row = torch.randn(1, 5, 1, 3, generator=generator).bfloat16()
+    xb, wb = x.bfloat16(), weight.bfloat16()
+    assert torch.equal(pointwise_conv2d(xb, wb, None, row, None, None), F.conv2d(xb, wb, None) + row)
