@@ -18,6 +18,8 @@ from fxopt.runtime.depthwise_conv import depthwise_conv2d
 from fxopt.runtime.onednn_conv import conv_pointwise
 from fxopt.runtime.prefill_attention import attention_f32
 from fxopt.runtime.onednn_linear import linear_pointwise
+from fxopt.runtime.pointwise_conv import pointwise_conv2d
+from fxopt.optimization import hardware
 from conftest import build_model, tiny_bert_config, token_inputs
 from fxopt.optimization.compile_backend import CompiledGraph, fxopt_backend
 from norm_models import tiny_resnet
@@ -135,6 +137,21 @@ def test_depthwise_convolutions_run_fxopts_kernel_eagerly_and_inductors_when_han
     assert report.ok, str(report)
     fused = depthwise_conv2d in targets(graphs[0].graph_module)
     assert fused == (not inductor and _core.depthwise_conv_vectorized())
+
+
+@pytest.mark.parametrize("inductor", [False, True])
+def test_bfloat16_1x1_convolutions_run_fxopts_kernel_eagerly_and_inductors_when_handed_on(inductor: bool) -> None:
+    # `fast` lowers to bfloat16 where the CPU has it natively, which is what the kernel takes.
+    model = tf_mobilenet_v2()
+    compiled, graphs = compiled_graphs(model, {"preset": "fast", "inductor": inductor})
+    pixels = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        expected, got = model(pixels).last_hidden_state, compiled(pixels).last_hidden_state
+    assert got.dtype == expected.dtype
+    assert float(torch.nn.functional.cosine_similarity(got.double().flatten(), expected.double().flatten(), 0)) > 0.999
+    fused = pointwise_conv2d in targets(graphs[0].graph_module)
+    native = _core.pointwise_conv_vectorized() and hardware.fast_bfloat16_cpu()
+    assert fused == (not inductor and native)
 
 
 @pytest.mark.parametrize(
