@@ -18,6 +18,8 @@ Variants (`--variants`):
   SDPA, not fxopt's bfloat16 kernel).
 * fxopt-default-no-dw, fxopt-fast-no-dw: `default` / `fast` without `FuseDepthwiseConv` (an
   ablation: depthwise convolutions as oneDNN or ATen run them, after their pads).
+* fxopt-default-no-pw, fxopt-fast-no-pw: `default` / `fast` without `FusePointwiseConv` (an
+  ablation: 1x1 convolutions as oneDNN or ATen run them).
 * fxopt-fast-viewed: `fast` without `MoveActivationBeforeReshape` (an ablation: an activation
   behind a view of its Linear, GPT-2's GELU, stays out of the Linear's call).
 * fxopt-fast-export: `fast` on the graph `fxopt.trace(mode="export")` makes (torch.export,
@@ -500,6 +502,8 @@ VARIANTS: dict[str, VariantSpec] = {
     "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), False),
     "fxopt-default-no-dw": VariantSpec(fxopt_preparer(preset_passes("default", without="FuseDepthwiseConv")), False),
     "fxopt-fast-no-dw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FuseDepthwiseConv")), False),
+    "fxopt-default-no-pw": VariantSpec(fxopt_preparer(preset_passes("default", without="FusePointwiseConv")), False),
+    "fxopt-fast-no-pw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FusePointwiseConv")), False),
     "fxopt-fast-viewed": VariantSpec(
         fxopt_preparer(preset_passes("fast", without="MoveActivationBeforeReshape")), False
     ),

@@ -181,40 +181,51 @@ void bind_kernels(nb::module_& m) {
       "channels]) + bias, lower, upper), float32 or bfloat16 (kernels/depthwise_conv.h); sizes: "
       "batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, "
       "out_h, out_w; arguments are data addresses of contiguous arrays.");
-  m.def("pointwise_conv_vectorized", &pointwise_conv_vectorized,
-        "Whether pointwise_conv runs its vector path here (AVX512-BF16, under a oneDNN ISA cap).");
+  m.def("pointwise_conv_vectorized", &pointwise_conv_vectorized, nb::arg("bfloat16"),
+        "Whether pointwise_conv runs a vector path here for the dtype (bfloat16: AVX512-BF16; "
+        "float32: AVX2 with FMA), under a oneDNN ISA cap.");
   m.def("pointwise_packed_bytes", &pointwise_packed_bytes, nb::arg("out_channels"),
-        nb::arg("in_channels"), "Bytes pointwise_pack writes (kernels/pointwise_conv.h).");
+        nb::arg("in_channels"), nb::arg("bfloat16"),
+        "Bytes pointwise_pack writes (kernels/pointwise_conv.h).");
   m.def(
       "pointwise_pack",
-      [](uintptr_t weight, uintptr_t bias, int64_t out_channels, int64_t in_channels,
+      [](uintptr_t weight, uintptr_t bias, int64_t out_channels, int64_t in_channels, bool bfloat16,
          uintptr_t packed) {
-        pointwise_pack(at<const uint16_t>(weight), bias ? at<const float>(bias) : nullptr,
-                       out_channels, in_channels, at<void>(packed));
+        const float* shift = bias ? at<const float>(bias) : nullptr;
+        if (bfloat16)
+          pointwise_pack_bf16(at<const uint16_t>(weight), shift, out_channels, in_channels,
+                              at<void>(packed));
+        else
+          pointwise_pack_f32(at<const float>(weight), shift, out_channels, in_channels,
+                             at<void>(packed));
       },
       nb::arg("weight"), nb::arg("bias"), nb::arg("out_channels"), nb::arg("in_channels"),
-      nb::arg("packed"), nb::call_guard<nb::gil_scoped_release>(),
-      "The packed weight and bias pointwise_conv reads, from bfloat16 weight [out_channels, "
-      "in_channels] and float32 bias [out_channels] (0: none); arguments are data addresses of "
-      "contiguous arrays.");
+      nb::arg("bfloat16"), nb::arg("packed"), nb::call_guard<nb::gil_scoped_release>(),
+      "The packed weight and bias pointwise_conv reads, from weight [out_channels, in_channels] "
+      "(bfloat16 if `bfloat16`, else float32) and float32 bias [out_channels] (0: none); "
+      "arguments are data addresses of contiguous arrays.");
   m.def(
       "pointwise_conv",
-      [](const std::vector<int64_t>& sizes, float lower, float upper, uintptr_t x, uintptr_t packed,
-         uintptr_t residual, uintptr_t y, int threads) {
+      [](const std::vector<int64_t>& sizes, float lower, float upper, bool bfloat16, uintptr_t x,
+         uintptr_t packed, uintptr_t residual, uintptr_t y, int threads) {
         if (sizes.size() != 3) throw std::invalid_argument("pointwise_conv: 3 sizes");
         PointwiseConv s;
         s.pixels = sizes[0], s.in_channels = sizes[1], s.out_channels = sizes[2];
         s.lower = lower, s.upper = upper;
-        pointwise_conv_bf16(s, at<const uint16_t>(x), at<const void>(packed),
-                            residual ? at<const uint16_t>(residual) : nullptr, at<uint16_t>(y),
-                            threads);
+        if (bfloat16)
+          pointwise_conv_bf16(s, at<const uint16_t>(x), at<const void>(packed),
+                              residual ? at<const uint16_t>(residual) : nullptr, at<uint16_t>(y),
+                              threads);
+        else
+          pointwise_conv_f32(s, at<const float>(x), at<const void>(packed),
+                             residual ? at<const float>(residual) : nullptr, at<float>(y), threads);
       },
-      nb::arg("sizes"), nb::arg("lower"), nb::arg("upper"), nb::arg("x"), nb::arg("packed"),
-      nb::arg("residual"), nb::arg("y"), nb::arg("threads"),
+      nb::arg("sizes"), nb::arg("lower"), nb::arg("upper"), nb::arg("bfloat16"), nb::arg("x"),
+      nb::arg("packed"), nb::arg("residual"), nb::arg("y"), nb::arg("threads"),
       nb::call_guard<nb::gil_scoped_release>(),
       "y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, "
-      "upper), bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, out_channels; "
-      "arguments are data addresses of contiguous arrays (residual 0: none).");
+      "upper), float32 or bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, "
+      "out_channels; arguments are data addresses of contiguous arrays (residual 0: none).");
   m.def(
       "quantize_u8",
       [](uintptr_t x, bool bfloat16, int64_t count, float inverse_scale, int32_t zero_point,

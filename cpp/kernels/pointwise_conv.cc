@@ -8,6 +8,7 @@
 
 #include "kernels/bfloat16.h"
 #include "kernels/cpu_dispatch.h"
+#include "kernels/float_lanes.h"
 #include "kernels/row_split.h"
 
 namespace fxopt {
@@ -18,20 +19,30 @@ constexpr int64_t kBlock = 32;
 
 int64_t blocks(int64_t out_channels) { return (out_channels + kBlock - 1) / kBlock; }
 int64_t pairs(int64_t in_channels) { return (in_channels + 1) / 2; }
-int64_t weight_bytes(int64_t out_channels, int64_t in_channels) {
-  return blocks(out_channels) * pairs(in_channels) * kBlock * 2 * int64_t(sizeof(uint16_t));
+// The weight part of a packing: bfloat16 pairs, or float32 one input channel a row.
+int64_t weight_bytes(int64_t out_channels, int64_t in_channels, bool bfloat16) {
+  return bfloat16
+             ? blocks(out_channels) * pairs(in_channels) * kBlock * 2 * int64_t(sizeof(uint16_t))
+             : blocks(out_channels) * in_channels * kBlock * int64_t(sizeof(float));
 }
 
-// The packed weight's parts, as pointwise_pack lays them out.
+// The packed weight's parts, as the pack functions lay them out.
+template <class T>
 struct Packed {
-  const uint16_t* weight;  // [block][pair][32][2]
-  const float* bias;       // [block][32]
+  const T* weight;    // bfloat16 [block][pair][32][2], float32 [block][in][32]
+  const float* bias;  // [block][32]
 };
 
-Packed parts(const PointwiseConv& s, const void* packed) {
+template <class T>
+Packed<T> parts(const PointwiseConv& s, const void* packed) {
   const auto* bytes = static_cast<const char*>(packed);
-  return {reinterpret_cast<const uint16_t*>(bytes),
-          reinterpret_cast<const float*>(bytes + weight_bytes(s.out_channels, s.in_channels))};
+  const int64_t weights = weight_bytes(s.out_channels, s.in_channels, sizeof(T) == 2);
+  return {reinterpret_cast<const T*>(bytes), reinterpret_cast<const float*>(bytes + weights)};
+}
+
+float* packed_bias(void* packed, int64_t out_channels, int64_t in_channels, bool bfloat16) {
+  return reinterpret_cast<float*>(static_cast<char*>(packed) +
+                                  weight_bytes(out_channels, in_channels, bfloat16));
 }
 
 void check(const PointwiseConv& s) {
@@ -39,10 +50,33 @@ void check(const PointwiseConv& s) {
     throw std::invalid_argument("pointwise_conv: sizes that describe no product");
 }
 
-namespace portable {
+namespace f32_portable {
+using V = lanes::Portable;
+#include "kernels/pointwise_conv_f32.inc"
+}  // namespace f32_portable
 
-void rows(const PointwiseConv& s, const uint16_t* x, const Packed& w, const uint16_t* residual,
-          uint16_t* y, int64_t begin, int64_t end) {
+#ifdef FXOPT_PRAGMA_VECTORS
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace f32_avx2 {
+using V = lanes::Avx2;
+#include "kernels/pointwise_conv_f32.inc"
+}  // namespace f32_avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace f32_avx512 {
+using V = lanes::Avx512;
+#include "kernels/pointwise_conv_f32.inc"
+}  // namespace f32_avx512
+#pragma GCC pop_options
+#endif
+
+namespace bf16_portable {
+
+void rows(const PointwiseConv& s, const uint16_t* x, const Packed<uint16_t>& w,
+          const uint16_t* residual, uint16_t* y, int64_t begin, int64_t end) {
   const int64_t in = s.in_channels, out = s.out_channels, pair_count = pairs(in);
   for (int64_t p = begin; p < end; ++p)
     for (int64_t n = 0; n < out; ++n) {
@@ -57,7 +91,7 @@ void rows(const PointwiseConv& s, const uint16_t* x, const Packed& w, const uint
     }
 }
 
-}  // namespace portable
+}  // namespace bf16_portable
 
 #ifdef FXOPT_AVX512_BF16
 namespace avx512_bf16 {
@@ -139,7 +173,7 @@ FXOPT_AVX512_BF16 void block_rows(const PointwiseConv& s, const uint16_t* x, con
   rest<C, kRows - 1>(end - p, s, x, b, residual, y, p);
 }
 
-FXOPT_AVX512_BF16 void rows(const PointwiseConv& s, const uint16_t* x, const Packed& w,
+FXOPT_AVX512_BF16 void rows(const PointwiseConv& s, const uint16_t* x, const Packed<uint16_t>& w,
                             const uint16_t* residual, uint16_t* y, int64_t begin, int64_t end) {
   const int64_t pair_count = pairs(s.in_channels);
   for (int64_t block = 0; block < blocks(s.out_channels); ++block) {
@@ -161,18 +195,17 @@ FXOPT_AVX512_BF16 void rows(const PointwiseConv& s, const uint16_t* x, const Pac
 
 }  // namespace
 
-int64_t pointwise_packed_bytes(int64_t out_channels, int64_t in_channels) {
-  return weight_bytes(out_channels, in_channels) +
+int64_t pointwise_packed_bytes(int64_t out_channels, int64_t in_channels, bool bfloat16) {
+  return weight_bytes(out_channels, in_channels, bfloat16) +
          blocks(out_channels) * kBlock * int64_t(sizeof(float));
 }
 
-void pointwise_pack(const uint16_t* weight, const float* bias, int64_t out_channels,
-                    int64_t in_channels, void* packed) {
-  std::memset(packed, 0, size_t(pointwise_packed_bytes(out_channels, in_channels)));
+void pointwise_pack_bf16(const uint16_t* weight, const float* bias, int64_t out_channels,
+                         int64_t in_channels, void* packed) {
+  std::memset(packed, 0, size_t(pointwise_packed_bytes(out_channels, in_channels, true)));
   const int64_t pair_count = pairs(in_channels);
   auto* w = static_cast<uint16_t*>(packed);
-  auto* b = reinterpret_cast<float*>(static_cast<char*>(packed) +
-                                     weight_bytes(out_channels, in_channels));
+  float* b = packed_bias(packed, out_channels, in_channels, true);
   for (int64_t n = 0; n < out_channels; ++n) {
     uint16_t* block = w + (n / kBlock) * pair_count * kBlock * 2 + (n % kBlock) * 2;
     for (int64_t k = 0; k < in_channels; ++k)
@@ -181,26 +214,54 @@ void pointwise_pack(const uint16_t* weight, const float* bias, int64_t out_chann
   }
 }
 
+void pointwise_pack_f32(const float* weight, const float* bias, int64_t out_channels,
+                        int64_t in_channels, void* packed) {
+  std::memset(packed, 0, size_t(pointwise_packed_bytes(out_channels, in_channels, false)));
+  auto* w = static_cast<float*>(packed);
+  float* b = packed_bias(packed, out_channels, in_channels, false);
+  for (int64_t n = 0; n < out_channels; ++n) {
+    float* block = w + (n / kBlock) * in_channels * kBlock + n % kBlock;
+    for (int64_t k = 0; k < in_channels; ++k) block[k * kBlock] = weight[n * in_channels + k];
+    if (bias) b[n] = bias[n];
+  }
+}
+
 void pointwise_conv_bf16(const PointwiseConv& s, const uint16_t* x, const void* packed,
                          const uint16_t* residual, uint16_t* y, int threads) {
   check(s);
-  const Packed w = parts(s, packed);
+  const Packed<uint16_t> w = parts<uint16_t>(s, packed);
   // What a pixel reads and writes, as the work a thread part should have; ranges of whole steps.
   const int64_t bytes_per_pixel = (s.in_channels + s.out_channels) * int64_t(sizeof(uint16_t));
   split_rows(s.pixels, bytes_per_pixel, threads, 12, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512_BF16
     if (has_avx512_bf16()) return avx512_bf16::rows(s, x, w, residual, y, begin, end);
 #endif
-    portable::rows(s, x, w, residual, y, begin, end);
+    bf16_portable::rows(s, x, w, residual, y, begin, end);
   });
 }
 
-bool pointwise_conv_vectorized() {
-#ifdef FXOPT_AVX512_BF16
-  return has_avx512_bf16();
-#else
-  return false;
+void pointwise_conv_f32(const PointwiseConv& s, const float* x, const void* packed,
+                        const float* residual, float* y, int threads) {
+  check(s);
+  const Packed<float> w = parts<float>(s, packed);
+  const int64_t bytes_per_pixel = (s.in_channels + s.out_channels) * int64_t(sizeof(float));
+  split_rows(s.pixels, bytes_per_pixel, threads, 6, [&](int64_t begin, int64_t end) {
+#ifdef FXOPT_PRAGMA_VECTORS
+    if (has_avx512()) return f32_avx512::rows(s, x, w.weight, w.bias, residual, y, begin, end);
+    if (has_avx2()) return f32_avx2::rows(s, x, w.weight, w.bias, residual, y, begin, end);
 #endif
+    f32_portable::rows(s, x, w.weight, w.bias, residual, y, begin, end);
+  });
+}
+
+bool pointwise_conv_vectorized(bool bfloat16) {
+#ifdef FXOPT_PRAGMA_VECTORS
+  if (!bfloat16) return has_avx2();
+#endif
+#ifdef FXOPT_AVX512_BF16
+  if (bfloat16) return has_avx512_bf16();
+#endif
+  return false;
 }
 
 }  // namespace fxopt

@@ -37,9 +37,9 @@ void FusePointwiseConv::rewrite(PassContext& ctx, Node* node) const {
                     "it is not a 1x1 convolution at stride 1 without padding, dilation or groups");
   // The weight's dtype is the convolution's (a lowering before this pass changes weights and
   // casts); the call checks its input and runs ATen's convolution for any other dtype.
-  if (weight.dtype != "bfloat16" || weight.device != "cpu")
-    return ctx.skip(*node, "fxopt's kernel takes bfloat16 weights on the CPU, not " + weight.dtype +
-                               " on " + weight.device);
+  if ((weight.dtype != "float32" && weight.dtype != "bfloat16") || weight.device != "cpu")
+    return ctx.skip(*node, "fxopt's kernel takes float32 or bfloat16 weights on the CPU, not " +
+                               weight.dtype + " on " + weight.device);
   std::optional<Clamp> clamp;  // set only where the activation stays fused
   if (fusion->activation && !(clamp = clamp_of(fusion->activation->name)))
     fusion->activation.reset();

@@ -131,8 +131,8 @@ const std::vector<PassInfo>& all_passes() {
        "fxopt's channels-last kernel where that measured faster (CPU)",
        true, make_plain<FuseDepthwiseConv>},
       {"FusePointwiseConv",
-       "a bfloat16 1x1 convolution, with a residual add and a ReLU / ReLU6 after it, runs fxopt's "
-       "channels-last kernel where that measured faster (CPU, AVX512-BF16)",
+       "a 1x1 convolution, with a residual add and a ReLU / ReLU6 after it, runs fxopt's "
+       "channels-last kernel where that measured faster (CPU)",
        true, make_plain<FusePointwiseConv>},
       {"FuseLinearActivationOneDnn",
        "a Linear and the activation after it become one oneDNN fused linear (CPU, plain weights)",

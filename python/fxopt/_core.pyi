@@ -256,22 +256,22 @@ def depthwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: b
     y [batch, out_h, out_w, channels] = clamp(depthwise conv(x [batch, height, width, channels]) + bias, lower, upper), float32 or bfloat16 (kernels/depthwise_conv.h); sizes: batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, out_h, out_w; arguments are data addresses of contiguous arrays.
     """
 
-def pointwise_conv_vectorized() -> bool:
+def pointwise_conv_vectorized(bfloat16: bool) -> bool:
     """
-    Whether pointwise_conv runs its vector path here (AVX512-BF16, under a oneDNN ISA cap).
+    Whether pointwise_conv runs a vector path here for the dtype (bfloat16: AVX512-BF16; float32: AVX2 with FMA), under a oneDNN ISA cap.
     """
 
-def pointwise_packed_bytes(out_channels: int, in_channels: int) -> int:
+def pointwise_packed_bytes(out_channels: int, in_channels: int, bfloat16: bool) -> int:
     """Bytes pointwise_pack writes (kernels/pointwise_conv.h)."""
 
-def pointwise_pack(weight: int, bias: int, out_channels: int, in_channels: int, packed: int) -> None:
+def pointwise_pack(weight: int, bias: int, out_channels: int, in_channels: int, bfloat16: bool, packed: int) -> None:
     """
-    The packed weight and bias pointwise_conv reads, from bfloat16 weight [out_channels, in_channels] and float32 bias [out_channels] (0: none); arguments are data addresses of contiguous arrays.
+    The packed weight and bias pointwise_conv reads, from weight [out_channels, in_channels] (bfloat16 if `bfloat16`, else float32) and float32 bias [out_channels] (0: none); arguments are data addresses of contiguous arrays.
     """
 
-def pointwise_conv(sizes: Sequence[int], lower: float, upper: float, x: int, packed: int, residual: int, y: int, threads: int) -> None:
+def pointwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: bool, x: int, packed: int, residual: int, y: int, threads: int) -> None:
     """
-    y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, upper), bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments are data addresses of contiguous arrays (residual 0: none).
+    y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, upper), float32 or bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments are data addresses of contiguous arrays (residual 0: none).
     """
 
 def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_point: int, q: int, threads: int) -> None:

@@ -69,9 +69,9 @@ TEST_F(FusePointwiseConvTest, ConvolutionResidualAddAndReluBecomeOneCall) {
   EXPECT_EQ(max_diff(before, run({{"x", x_}, {"r", r_}})), 0.0);
 }
 
-// An expansion: no bias, ReLU6 as hardtanh(0, 6), the static choice (fxopt's kernel).
-TEST_F(FusePointwiseConvTest, ConvolutionAndRelu6WithoutBias) {
-  attribute("e.weight", {6, 8, 1, 1}, "bfloat16");
+// An expansion in float32: no bias, ReLU6 as hardtanh(0, 6), the static choice (fxopt's kernel).
+TEST_F(FusePointwiseConvTest, Float32ConvolutionAndRelu6WithoutBias) {
+  attribute("e.weight", {6, 8, 1, 1});
   Node* x = shaped(b.input("x"), {1, 8, 4, 4});
   Node* c = conv("conv2d", x, b.attr("e_weight", "e.weight"), None{}, 1, 0, 1, {1, 6, 4, 4});
   b.output(Tuple{{shaped(b.call("hardtanh", "torch.nn.functional.hardtanh", {c, 0.0, 6.0, false}),
@@ -90,20 +90,20 @@ TEST_F(FusePointwiseConvTest, ConvolutionAndRelu6WithoutBias) {
   EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
 }
 
-// What stays: a 3x3 convolution, a 1x1 one at stride 2, a grouped one, a float32 one, GELU (no
+// What stays: a 3x3 convolution, a 1x1 one at stride 2, a grouped one, a float64 one, GELU (no
 // clamp: its own node, the convolution before it taken alone), and a convolution the chooser
 // measured faster as it is.
 TEST_F(FusePointwiseConvTest, SkipsWhatTheKernelDoesNotTake) {
   attribute("k3.weight", {8, 8, 3, 3}, "bfloat16");
   attribute("s2.weight", {8, 8, 1, 1}, "bfloat16");
   attribute("g.weight", {8, 4, 1, 1}, "bfloat16");
-  attribute("f.weight", {8, 8, 1, 1});
+  attribute("f.weight", {8, 8, 1, 1}, "float64");
   attribute("one.weight", {8, 8, 1, 1}, "bfloat16");
   Node* x = shaped(b.input("x"), {1, 8, 4, 4});
   Node* k3 = conv("k3", x, b.attr("k3_weight", "k3.weight"), None{}, 1, 1, 1, {1, 8, 4, 4});
   Node* s2 = conv("s2", k3, b.attr("s2_weight", "s2.weight"), None{}, 2, 0, 1, {1, 8, 2, 2});
   Node* g = conv("grouped", s2, b.attr("g_weight", "g.weight"), None{}, 1, 0, 2, {1, 8, 2, 2});
-  Node* f = conv("float32", g, b.attr("f_weight", "f.weight"), None{}, 1, 0, 1, {1, 8, 2, 2});
+  Node* f = conv("float64", g, b.attr("f_weight", "f.weight"), None{}, 1, 0, 1, {1, 8, 2, 2});
   Node* one = b.attr("one_weight", "one.weight");
   Node* taken = conv("taken", f, one, None{}, 1, 0, 1, {1, 8, 2, 2});
   Node* gelu = shaped(b.call("gelu", "torch._C._nn.gelu", {taken}), {1, 8, 2, 2});
@@ -128,7 +128,7 @@ TEST_F(FusePointwiseConvTest, SkipsWhatTheKernelDoesNotTake) {
   for (const Skip& skip : forward.skipped) why[skip.node] = skip.reason;
   for (const char* name : {"k3", "s2", "grouped"})
     EXPECT_NE(why[name].find("not a 1x1 convolution"), std::string::npos) << name;
-  EXPECT_NE(why["float32"].find("bfloat16 weights"), std::string::npos);
+  EXPECT_NE(why["float64"].find("float32 or bfloat16 weights"), std::string::npos);
   EXPECT_NE(why["slow"].find("measured faster"), std::string::npos);
   EXPECT_LE(max_diff(before, run({{"x", x_}})), 1e-12);
 }

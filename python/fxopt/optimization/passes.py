@@ -337,22 +337,23 @@ class FuseDepthwiseConv(BuiltinTransformation):
 
 
 class FusePointwiseConv(BuiltinTransformation):
-    """A bfloat16 1x1 convolution, with a residual add and a ReLU / ReLU6 after it, runs fxopt's
+    """A 1x1 convolution, with a residual add and a ReLU / ReLU6 after it, runs fxopt's
     channels-last kernel where that measured faster.
 
     ``relu6(conv2d(x, W, b) + r)`` with W [out, in, 1, 1] (stride 1, no padding, one group)
     becomes ``fxopt.runtime.pointwise_conv.pointwise_conv2d(x, W, b, r, 0.0, 6.0)``: the matrix
-    product a channels-last 1x1 convolution is, with AVX512-BF16 dot products
-    (``kernels/pointwise_conv.h``), the weight packed on the first call and kept while it lives.
-    At batch 1 oneDNN's call through torch costs 25-40 us before any work and a 1x1 convolution
-    of MobileNetV2 is 20-250 us of it; ATen's without oneDNN reorders the weight at every call.
-    Per convolution the kernel chooser times it against what the later passes make of the
-    convolution (oneDNN's fused call); the static fallback is fxopt's kernel, never picked on a
-    CPU without AVX512-BF16. After a residual add the activation is taken only if it is a ReLU
-    (as oneDNN's), and an activation other than ReLU / ReLU6 stays a node of its own. The same
-    products summed in float32 in another order, rounded once to bfloat16. Use the result for
-    inference only. Reverse restores the convolution, add and activation exactly. Conditions in
-    cpp/passes/fuse_pointwise_conv.h.
+    product a channels-last 1x1 convolution is (``kernels/pointwise_conv.h``: AVX512-BF16 dot
+    products in bfloat16, fused multiply-adds in float32 with AVX-512F or AVX2), the weight
+    packed on the first call and kept while it lives. At batch 1 oneDNN's call through torch
+    costs 25-40 us before any work and a 1x1 convolution of MobileNetV2 is 20-250 us of it;
+    ATen's without oneDNN reorders the weight at every call. Per convolution the kernel chooser
+    times it against what the later passes make of the convolution (oneDNN's fused call); the
+    static fallback is fxopt's kernel, never picked on a CPU without AVX2 (a bfloat16 call on
+    one without AVX512-BF16 runs ATen's). After a residual add the activation is taken only if
+    it is a ReLU (as oneDNN's), and an activation other than ReLU / ReLU6 stays a node of its
+    own. The same products summed in float32 in another order (float32 results within ~1e-7
+    relative; bfloat16 ones rounded once). Use the result for inference only. Reverse restores
+    the convolution, add and activation exactly. Conditions in cpp/passes/fuse_pointwise_conv.h.
     """
 
 

@@ -1,11 +1,12 @@
-"""The call FusePointwiseConv gives a bfloat16 1x1 convolution (with the residual add and the
-ReLU / ReLU6 after it) where fxopt's kernel measured faster (kernels/pointwise_conv.h).
+"""The call FusePointwiseConv gives a 1x1 convolution (with the residual add and the ReLU / ReLU6
+after it) where fxopt's kernel measured faster (kernels/pointwise_conv.h).
 
 The graph keeps the convolution's own weight and bias; the kernel's packed form (the weight in
-blocks of 32 output channels, input channels in pairs, then the bias in float32) is made on the
-first call and kept while they live (runtime/packing.py). Calls the kernel does not take (another
-dtype, an input that is not on the CPU, a CPU without AVX512-BF16) run the same computation in
-ATen. Inference only: the result has no autograd history.
+blocks of 32 output channels, bfloat16 input channels in pairs, then the bias in float32) is
+made on the first call and kept while they live (runtime/packing.py). Calls the kernel does not
+take (another dtype, an input that is not on the CPU, a CPU without the dtype's vector path:
+AVX512-BF16 for bfloat16, AVX2 for float32) run the same computation in ATen. Inference only:
+the result has no autograd history.
 """
 
 from __future__ import annotations
@@ -19,26 +20,29 @@ from .packing import PackCache
 
 _PACKED: PackCache[torch.Tensor] = PackCache()
 
+_DTYPES = (torch.float32, torch.bfloat16)
+
 
 def _pack(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     out_channels, in_channels = weight.shape[0], weight.shape[1]
     rows = weight.detach().reshape(out_channels, in_channels).contiguous()
     shift = None if bias is None else bias.detach().float().contiguous()
-    packed = torch.empty(_core.pointwise_packed_bytes(out_channels, in_channels), dtype=torch.uint8)
+    bfloat16 = weight.dtype == torch.bfloat16
+    packed = torch.empty(_core.pointwise_packed_bytes(out_channels, in_channels, bfloat16), dtype=torch.uint8)
     bias_address = 0 if shift is None else shift.data_ptr()
-    _core.pointwise_pack(rows.data_ptr(), bias_address, out_channels, in_channels, packed.data_ptr())
+    _core.pointwise_pack(rows.data_ptr(), bias_address, out_channels, in_channels, bfloat16, packed.data_ptr())
     return packed
 
 
 def _takes(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> bool:
-    if x.dim() != 4 or x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16:
+    if x.dim() != 4 or x.dtype not in _DTYPES or weight.dtype != x.dtype:
         return False
-    if not (x.is_cpu and weight.is_cpu and _core.pointwise_conv_vectorized()):
+    if not (x.is_cpu and weight.is_cpu and _core.pointwise_conv_vectorized(x.dtype == torch.bfloat16)):
         return False
     if residual is None:
         return True
     shape = (x.shape[0], weight.shape[0], x.shape[2], x.shape[3])
-    return residual.dtype == torch.bfloat16 and residual.is_cpu and tuple(residual.shape) == shape
+    return residual.dtype == x.dtype and residual.is_cpu and tuple(residual.shape) == shape
 
 
 @graph_leaf
@@ -52,9 +56,9 @@ def pointwise_conv2d(
 ) -> torch.Tensor:
     """clamp(conv2d(x, weight, bias) [+ residual], lower, upper).
 
-    x [N, C, H, W] (or [C, H, W]), weight [out, C, 1, 1], both bfloat16; residual the result's
-    shape (None: no add); lower / upper: the clamp's bounds (None: unbounded). The result is
-    channels-last, as oneDNN's convolution returns it.
+    x [N, C, H, W] (or [C, H, W]), weight [out, C, 1, 1], both float32 or both bfloat16;
+    residual the result's shape and dtype (None: no add); lower / upper: the clamp's bounds
+    (None: unbounded). The result is channels-last, as oneDNN's convolution returns it.
     """
     if x.dim() == 3:
         unbatched = None if residual is None else residual[None]
@@ -75,7 +79,7 @@ def pointwise_conv2d(
     _core.pointwise_conv(
         [batch * height * width, in_channels, out_channels],
         -float("inf") if lower is None else lower, float("inf") if upper is None else upper,
-        x.data_ptr(), packed.data_ptr(), 0 if residual is None else residual.data_ptr(), y.data_ptr(),
-        torch.get_num_threads(),
+        x.dtype == torch.bfloat16, x.data_ptr(), packed.data_ptr(),
+        0 if residual is None else residual.data_ptr(), y.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return y

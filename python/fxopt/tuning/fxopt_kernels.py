@@ -6,7 +6,7 @@ activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot p
 (kernels/int4_weight_mm.h through runtime/int4_weight_linear.py), which
 QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthwise convolution
 (kernels/depthwise_conv.h through runtime/depthwise_conv.py), against `left`: what the later
-passes make of it, FuseDepthwiseConv's query; the same for a bfloat16 1x1 convolution
+passes make of it, FuseDepthwiseConv's query; the same for a 1x1 convolution
 (kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query.
 """
 
@@ -133,4 +133,6 @@ def _pointwise(problem: Problem) -> Runner:
 
 
 register("pointwise_conv2d", "left", lambda: True, _conv_left)
-register("pointwise_conv2d", "fxopt", _core.pointwise_conv_vectorized, _pointwise)
+# Available where the float32 path runs (AVX2); a bfloat16 call on a CPU without AVX512-BF16
+# runs ATen's convolution, as `left` would.
+register("pointwise_conv2d", "fxopt", lambda: _core.pointwise_conv_vectorized(False), _pointwise)
