@@ -65,6 +65,24 @@ std::vector<Node*> ConvFusion::inputs() const {
   return nodes;
 }
 
+bool is_pointwise(const ConvFusion& fusion) {
+  const TensorInfo& weight = fusion.conv.weight();
+  auto all = [](const std::vector<int64_t>& values, int64_t value) {
+    return std::ranges::all_of(values, [value](int64_t v) { return v == value; });
+  };
+  const ConvGeometry& g = fusion.geometry;
+  return fusion.conv.groups == 1 && weight.dim(2) == 1 && weight.dim(3) == 1 && all(g.stride, 1) &&
+         all(g.padding, 0) && all(g.dilation, 1);
+}
+
+bool is_depthwise(const ConvFusion& fusion) {
+  const TensorInfo& weight = fusion.conv.weight();
+  const std::vector<int64_t>& in = fusion.conv.input->shape();
+  int64_t channels = in.empty() ? -1 : in[in.size() - 3];
+  return weight.dim(1) == 1 && weight.dim(0) == fusion.conv.groups &&
+         channels == fusion.conv.groups;
+}
+
 void ConvFusion::unfuse() {
   add.reset();
   activation.reset();

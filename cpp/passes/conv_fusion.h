@@ -39,6 +39,12 @@ struct ConvFusion {
   void unfuse();
 };
 
+// The convolutions fxopt's own kernels take in later passes: a 1x1 one at stride 1 without
+// padding, dilation or groups (FusePointwiseConv), a depthwise one, one filter per input channel
+// of a known count (FuseDepthwiseConv, which also needs dilation 1).
+bool is_pointwise(const ConvFusion& fusion);
+bool is_depthwise(const ConvFusion& fusion);
+
 // The view of `node` as a 2-D, not transposed convolution with constant zero-padding geometry
 // and a 3-D or 4-D input (or one of unknown rank), with the residual add and the activation
 // oneDNN can apply after it (after an add, ReLU only: oneDNN's binary convolution leaves the

@@ -43,7 +43,7 @@ void FuseDepthwiseConv::rewrite(PassContext& ctx, Node* node) const {
   const TensorInfo& weight = conv.weight();
   const std::vector<int64_t>& in = conv.input->shape();
   int64_t channels = in.empty() ? -1 : in[in.size() - 3];
-  if (weight.dim(1) != 1 || weight.dim(0) != conv.groups || channels != conv.groups)
+  if (!is_depthwise(*fusion))
     return ctx.skip(*node, "it is not depthwise (one filter per input channel, known channels)");
   if (std::ranges::any_of(fusion->geometry.dilation, [](int64_t d) { return d != 1; }))
     return ctx.skip(*node, "it is dilated");

@@ -1,7 +1,5 @@
 #include "passes/fuse_pointwise_conv.h"
 
-#include <algorithm>
-
 #include "passes/activation_clamp.h"
 #include "passes/conv_fusion.h"
 #include "passes/fused_call.h"
@@ -15,10 +13,6 @@ namespace {
 const Symbol kPointwiseConv = Symbol::intern("fxopt.runtime.pointwise_conv.pointwise_conv2d");
 constexpr size_t kArity = 6;
 
-bool all_equal(const std::vector<int64_t>& values, int64_t value) {
-  return std::ranges::all_of(values, [value](int64_t v) { return v == value; });
-}
-
 }  // namespace
 
 std::vector<Trigger> FusePointwiseConv::triggers() const { return conv_triggers(); }
@@ -30,9 +24,7 @@ void FusePointwiseConv::rewrite(PassContext& ctx, Node* node) const {
   if (!fusion) return ctx.skip(*node, why_not);
   const Conv& conv = fusion->conv;
   const TensorInfo& weight = conv.weight();
-  const ConvGeometry& g = fusion->geometry;
-  if (conv.groups != 1 || weight.dim(2) != 1 || weight.dim(3) != 1 || !all_equal(g.stride, 1) ||
-      !all_equal(g.padding, 0) || !all_equal(g.dilation, 1))
+  if (!is_pointwise(*fusion))
     return ctx.skip(*node,
                     "it is not a 1x1 convolution at stride 1 without padding, dilation or groups");
   // The weight's dtype is the convolution's (a lowering before this pass changes weights and

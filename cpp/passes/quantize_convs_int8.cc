@@ -116,13 +116,20 @@ void QuantizeConvsInt8::rewrite(PassContext& ctx, Node* node) const {
 
   bool dies = residual_dies(rewriter.program(), fusion->add);
   std::vector<std::string> kernels = {compare_with_, kInt8};
+  // Left in float, a convolution one of fxopt's kernels takes runs there where that measures
+  // faster: the int8 call must beat it too.
+  bool own_kernel =
+      is_pointwise(*fusion) ||
+      (is_depthwise(*fusion) &&
+       std::ranges::all_of(fusion->geometry.dilation, [](int64_t d) { return d == 1; }));
+  if (own_kernel) kernels.push_back(compare_with_ + "_fxopt");
   std::string kernel =
       ctx.choose(*node, ChoiceQuery{"int8_conv2d", fusion->choice_shape(), compare_with_,
                                     fusion->choice_variant() + (dies ? ",owned" : ""),
                                     conv.input->name(), kernels, 1});
-  if (kernel == compare_with_)
-    return ctx.skip(*node, "the " + compare_with_ +
-                               " convolution was measured faster here (see the pass's choices)");
+  if (kernel != kInt8)
+    return ctx.skip(
+        *node, "the " + kernel + " convolution was measured faster here (see the pass's choices)");
   if (choose_only_) return ctx.skip(*node, "option 'choose_only': its kernel is in the choices");
 
   std::vector<Node*> pattern = fusion->pattern();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixed_chooser.h"
 #include "norm_fixtures.h"
 #include "ops/effects.h"
 #include "passes/eliminate_common_subexpressions.h"
@@ -193,6 +194,45 @@ TEST_F(QuantizeConvsInt8Test, SkipsWithoutAScaleOrWhatOneDnnCannotRun) {
   result = apply({}, false, /*choose_only=*/true);
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(result.skipped[0].reason, "option 'choose_only': its kernel is in the choices");
+  EXPECT_EQ(structure(), graph_before);
+}
+
+// A 1x1 convolution and a depthwise one may stay in float on fxopt's own kernels, which the
+// int8 call must beat as well as the float convolution; a 3x3 one has the two candidates.
+// Measured faster, fxopt's kernel leaves the convolution in float.
+TEST_F(QuantizeConvsInt8Test, OneByOneAndDepthwiseConvolutionsAreAlsoTimedOnFxoptsKernels) {
+  attribute("p.weight", {4, 4, 1, 1});
+  attribute("d.weight", {4, 1, 3, 3});
+  conv_module("full", 2, 4, 4, 1, false);
+  Node* x = shaped(b.input("x"), {1, 4, 5, 5});
+  Node* p = shaped(b.call("p", "torch.conv2d",
+                          {x, b.attr("p_weight", "p.weight"), None{}, Tuple{{1, 1}}, Tuple{{0, 0}},
+                           Tuple{{1, 1}}, 1}),
+                   {1, 4, 5, 5});
+  Node* d = shaped(b.call("d", "torch.conv2d",
+                          {p, b.attr("d_weight", "d.weight"), None{}, Tuple{{1, 1}}, Tuple{{1, 1}},
+                           Tuple{{1, 1}}, 4}),
+                   {1, 4, 5, 5});
+  b.output(Tuple{{shaped(b.module("full", "full", {d}), {1, 4, 5, 5})}});
+  auto graph_before = structure();
+
+  testing::FixedChooser chooser(std::vector<std::string>{"float32_fxopt", "int8_onednn"});
+  PassResult result = run_pass(
+      QuantizeConvsInt8({{"p", wide()}, {"d", wide()}, {"full", wide()}}, "float32", false),
+      program, edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 3u);
+  const std::vector<std::string> three = {"float32", "int8_onednn", "float32_fxopt"};
+  EXPECT_EQ(chooser.queries[0].candidates, three);
+  EXPECT_EQ(chooser.queries[1].candidates, three);
+  EXPECT_EQ(chooser.queries[2].candidates, (std::vector<std::string>{"float32", "int8_onednn"}));
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"int8_conv2d"}));  // the 3x3 one
+  ASSERT_GE(result.skipped.size(), 2u);
+  EXPECT_EQ(result.skipped[0].reason,
+            "the float32_fxopt convolution was measured faster here (see the pass's choices)");
+  EXPECT_EQ(calls().size(), 1u);
+  EXPECT_EQ(calls()[0]->args()[0], Arg(d));
+
+  run_pass(QuantizeConvsInt8({}, "float32", false), program, edits, ops, kSig, true);
   EXPECT_EQ(structure(), graph_before);
 }
 

@@ -643,7 +643,9 @@ class QuantizeConvsInt8(CalibratedPass):
     (``fxopt.runtime.static_int8_conv``). The call returns its input's dtype, so a bfloat16
     lowering that follows leaves it in bfloat16. Whether each convolution runs faster in int8
     than as the float one it would be (`compare_with`: ``torch.bfloat16`` when a lowering
-    follows) is measured on this CPU (``fxopt.tuning``; the report lists the choices). Reverse
+    follows; for a 1x1 or depthwise convolution also as fxopt's own kernel would run it, which
+    FusePointwiseConv / FuseDepthwiseConv then give it) is measured on this CPU
+    (``fxopt.tuning``; the report lists the choices). Reverse
     points the graph back at the untouched float convolutions, bit for bit.
 
     ``calibrate=True`` computes the scales from the inputs of :meth:`calibrate_on` (the ``fast``

@@ -7,7 +7,9 @@ activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot p
 QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthwise convolution
 (kernels/depthwise_conv.h through runtime/depthwise_conv.py), against `left`: what the later
 passes make of it, FuseDepthwiseConv's query; the same for a 1x1 convolution
-(kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query.
+(kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query. And
+`float32_fxopt` / `bfloat16_fxopt` for QuantizeConvsInt8's query: a convolution one of those
+kernels takes, left in float, as they run it.
 """
 
 from __future__ import annotations
@@ -136,3 +138,30 @@ register("pointwise_conv2d", "left", lambda: True, _conv_left)
 # Available where the float32 path runs (AVX2); a bfloat16 call on a CPU without AVX512-BF16
 # runs ATen's convolution, as `left` would.
 register("pointwise_conv2d", "fxopt", lambda: _core.pointwise_conv_vectorized(False), _pointwise)
+
+
+def _own_conv(problem: Problem) -> Runner:
+    """A convolution QuantizeConvsInt8 leaves in float (its query: ConvFusion::choice_shape in
+    the float dtype) as FusePointwiseConv or FuseDepthwiseConv then runs it: the clamp in the
+    call where the kernel takes the activation, the residual add in the call (1x1) or after it."""
+    o = _conv_operands(problem)
+    stride, padding, _, groups = o.geometry
+    act = _ACTIVATIONS[o.activation]
+    clamped = o.activation in _CLAMPS and (groups == 1 or o.residual is None)
+    lower, upper = _CLAMPS[o.activation] if clamped else (None, None)
+
+    def run(w: Weights) -> torch.Tensor:
+        weight, bias = w
+        if groups == 1:
+            y = pointwise_conv2d(o.x, weight, bias, o.residual, lower, upper)
+        else:
+            sides = [padding[0], padding[0], padding[1], padding[1]]
+            y = depthwise_conv2d(o.x, weight, bias, stride, sides, lower, upper)
+            y = y if o.residual is None else y + o.residual
+        return y if clamped else act(y)
+
+    return Runner(run, (o.weight, o.bias))
+
+
+register("int8_conv2d", "float32_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
+register("int8_conv2d", "bfloat16_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
