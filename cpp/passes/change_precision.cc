@@ -423,6 +423,11 @@ void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
   // at once; without them, each op is lowered alone, between casts.
   if (graph_has_dtypes(ctx.rewriter.graph())) {
     if (node->kind() != NodeKind::Output) return;
+    // The same lowering again (equal parameters sign alike) would lower its own casts and, in
+    // reverse, undo both applications' records as its own: the graph is left as it is.
+    if (!marked_nodes(ctx.rewriter.graph(), ctx.signature).empty())
+      return ctx.skip(*node,
+                      "the graph is already lowered to " + dtype_ + " by this transformation");
     return GraphLowering(ctx, dtype_, dtype_object_, full_dtype_objects_,
                          is_aten_graph(ctx.rewriter.graph()))
         .run(node);

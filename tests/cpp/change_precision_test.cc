@@ -167,6 +167,33 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
 }
 
+// The same lowering twice: the second changes nothing (it would lower the first's casts) and
+// reverse restores the graph the first one lowered.
+TEST_F(ChangePrecisionTest, TheSameWholeGraphLoweringAgainLeavesTheGraph) {
+  attribute("fc.weight", {4, 4});
+  Node* x = b.input("x");
+  Node* fc = b.call("linear", "aten.linear.default", {x, b.attr("fc_weight", "fc.weight")});
+  b.output(fc);
+  for (Node* n : {x, fc}) program.graph.set_value_info(n, "float32", {4, 4});
+  program.dtype_opaques[9] = "float32";
+  auto graph_before = structure();
+  Dict back;
+  back.set("float32", Opaque{9});
+  ChangePrecision pass("float16", Opaque{7}, back);
+  run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
+  auto lowered = structure();
+
+  PassResult again = run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
+  EXPECT_TRUE(again.changed.empty());
+  ASSERT_EQ(again.skipped.size(), 1u);
+  EXPECT_EQ(again.skipped[0].reason,
+            "the graph is already lowered to float16 by this transformation");
+  EXPECT_EQ(structure(), lowered);
+
+  run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+}
+
 TEST_F(ChangePrecisionTest, PerTokenInt8LinearFollowsItsInputAndKeepsItsScales) {
   expect_int8_linear_follows_its_input("fxopt.runtime.per_token_int8.per_token_int8_linear", false);
 }
