@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "conv_call_fixture.h"
 #include "fixed_chooser.h"
-#include "norm_fixtures.h"
 #include "passes/fuse_depthwise_conv.h"
 
 namespace fxopt {
@@ -10,22 +10,10 @@ namespace {
 const std::string kSig = "FuseDepthwiseConv-test";
 const std::string kCall = "fxopt.runtime.depthwise_conv.depthwise_conv2d";
 
-class FuseDepthwiseConvTest : public ::testing::Test, protected testing::NormFixture {
+class FuseDepthwiseConvTest : public ::testing::Test,
+                              protected testing::ConvCallFixture<FuseDepthwiseConv> {
  protected:
-  PassResult apply(bool reverse = false, Chooser* chooser = nullptr) {
-    if (chooser) return run_pass(FuseDepthwiseConv(), program, edits, ops, kSig, reverse, *chooser);
-    return run_pass(FuseDepthwiseConv(), program, edits, ops, kSig, reverse);
-  }
-  std::vector<Node*> fused() {
-    return program.graph.find(NodeKind::CallFunction, Symbol::intern(kCall));
-  }
-  Node* conv(const std::string& name, Node* x, Node* w, Arg bias, int64_t stride, int64_t padding,
-             int64_t groups, std::vector<int64_t> shape, int64_t dilation = 1) {
-    return shaped(b.call(name, "torch.conv2d",
-                         {x, w, bias, Tuple{{stride, stride}}, Tuple{{padding, padding}},
-                          Tuple{{dilation, dilation}}, groups}),
-                  std::move(shape));
-  }
+  FuseDepthwiseConvTest() : ConvCallFixture(kSig, kCall) {}
 
   TensorInfo x_ = input({1, 6, 6, 6});
 };
@@ -113,11 +101,7 @@ TEST_F(FuseDepthwiseConvTest, SkipsWhatTheKernelDoesNotTake) {
   auto before = run({{"x", x_}});
 
   // The convolution reading the GELU measured faster as it is.
-  struct SlowAfterGelu final : Chooser {
-    KernelChoice choose(const ChoiceQuery& query) override {
-      return {query.value == "gelu" ? 0u : 1u, 1.0, "fixed"};
-    }
-  } chooser;
+  testing::FirstCandidateFor chooser("gelu");
   PassResult forward = apply(false, &chooser);
   EXPECT_EQ(forward.changed, (std::vector<std::string>{"depthwise_conv"}));
   ASSERT_EQ(fused().size(), 1u);
