@@ -6,6 +6,7 @@ ATen's convolution for what its kernel does not take."""
 
 from __future__ import annotations
 
+import copy
 import operator
 from typing import Any
 
@@ -24,8 +25,9 @@ from fxopt.optimization import (
     presets,
 )
 from fxopt.runtime.pointwise_conv import pointwise_conv2d
-from norm_models import assert_outputs_close, check_reverse, count, outputs, tensor_states
+from norm_models import assert_outputs_close, check_reverse, count, outputs, tensor_states, tiny_mobilenet_v2, trace_vision
 from test_fold_pad_in_conv import CONVS, tf_mobilenet_v2, traced
+from test_onednn_conv import _pickled, _save_load
 
 KERNEL = _core.pointwise_conv_vectorized(False)
 """Whether this CPU runs the kernel's vector paths (AVX2); elsewhere the pass leaves the graph."""
@@ -149,3 +151,25 @@ def test_what_the_kernel_does_not_take_runs_atens_convolution() -> None:
     row = torch.randn(1, 5, 1, 3, generator=generator).bfloat16()
     xb, wb = x.bfloat16(), weight.bfloat16()
     assert torch.equal(pointwise_conv2d(xb, wb, None, row, None, None), F.conv2d(xb, wb, None) + row)
+
+
+@pytest.mark.skipif(not KERNEL, reason="the kernel's vector paths need AVX2; the pass leaves the graph elsewhere")
+def test_the_graph_copies_saves_pickles_and_packs_again_after_a_weight_changes() -> None:
+    model = tiny_mobilenet_v2()
+    pixels = torch.randn(1, 3, 32, 32)
+    for dialect in ("export", "symbolic"):
+        gm, args = trace_vision(model, pixels, dialect)
+        expected = outputs(gm, *args)
+        FusePointwiseConv()(gm)
+        copies = [copy.deepcopy(gm), _save_load(gm)] if dialect == "export" else [_pickled(gm)]
+        for copied in copies:  # a pickled symbolic graph traces its code again: one node per call
+            assert len(pointwise(copied)) == len(pointwise(gm)) > 0
+            assert_outputs_close(outputs(copied, *args), expected, atol=1e-4, rtol=1e-4)
+    # An in-place update of a weight (or its bias) packs again.
+    x = torch.randn(1, 8, 3, 3)
+    weight, bias = torch.randn(5, 8, 1, 1), torch.randn(5)
+    for _ in range(2):
+        torch.testing.assert_close(pointwise_conv2d(x, weight, bias, None, None, None), F.conv2d(x, weight, bias))
+        with torch.no_grad():
+            weight.mul_(-2)
+            bias.add_(1)
