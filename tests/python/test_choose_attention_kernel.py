@@ -290,22 +290,32 @@ def test_keys_every_query_masks_are_left_out_and_a_mask_that_masks_nothing_is_dr
 
 
 @pytest.mark.skipif(not KERNEL, reason="the mask reaches the kernel only where it runs")
-def test_a_mask_made_under_inference_mode_is_converted_on_every_call() -> None:
+def test_a_mask_made_under_inference_mode_is_reused_while_its_values_are_unchanged() -> None:
     """sentence-transformers' encode() runs under torch.inference_mode, whose tensors have no
-    version counter to tell an in-place change: their conversion is not kept (it was a crash)."""
+    version counter to tell an in-place change (keeping their conversion unchecked was a crash):
+    the conversion is reused while the mask's values equal a copy kept of them, and made again
+    after an in-place change."""
     from fxopt.runtime import prefill_attention
 
     q, k, v = qkv(1, 2, 2, 16, 16, 32, torch.bfloat16)
+    first_mask = torch.ones(1, 1, 16, 16, dtype=torch.bool)
+    first_mask[..., -4:] = False
+    first_mask[:, :, 0, -1] = True  # one row sees the last key: the mask is kept whole
     with torch.inference_mode():
-        mask = torch.ones(1, 1, 16, 16, dtype=torch.bool)
-        mask[..., -4:] = False
+        mask = first_mask.clone()
         first = attention_bf16(q, k, v, attn_mask=mask)
+        converted = prefill_attention._last_mask.get(mask)
+        assert converted is not None and converted.additive is not None
+        assert torch.equal(attention_bf16(q, k, v, attn_mask=mask), first)
+        assert prefill_attention._last_mask.get(mask) is converted  # reused, not made again
+        mask[:, :, 0, -1] = False  # in place: the conversion is stale
         assert prefill_attention._last_mask.get(mask) is None
-        mask[..., -8:] = False  # in place: the next call sees it
         second = attention_bf16(q, k, v, attn_mask=mask)
-    for out, keep in ((first, 12), (second, 8)):
-        expected = F.scaled_dot_product_attention(*(t[..., :keep, :].double() if t is not q else t.double() for t in (q, k, v)))
-        torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.02)
+        assert prefill_attention._last_mask.get(mask).keys == 12  # made again: keys past 12 left out
+    expected = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), attn_mask=first_mask)
+    torch.testing.assert_close(first.double(), expected, rtol=0.02, atol=0.02)
+    expected = F.scaled_dot_product_attention(q.double(), k[..., :12, :].double(), v[..., :12, :].double())
+    torch.testing.assert_close(second.double(), expected, rtol=0.02, atol=0.02)
 
 
 @pytest.mark.skipif(not KERNEL, reason="on a CPU without AVX512-BF16 the kernel is never timed")
