@@ -37,6 +37,7 @@ from torch.fx import Graph, GraphModule, Node
 from torch.fx.graph import CodeGen, _PyTreeCodeGen, _PyTreeInfo
 from torch.utils._pytree import SERIALIZED_TYPE_TO_PYTHON_TYPE, TreeSpec, treespec_dumps, treespec_loads
 
+from ..engine import codegen
 from ..engine.bridge import APPLIED_ATTR, MARKS_KEY
 from ..tracing import signature
 from ..tracing.model_names import keeps_torch_nn_class
@@ -103,6 +104,7 @@ def from_plain(data: dict[str, Any]) -> GraphModule:
     graph_module = GraphModule(nn.Module(), Graph(), data["class_name"])
     _modules_from_plain(graph_module, data["modules"], tensors)
     graph_module.graph = _graph_from_plain(data["graph"], tensors)  # setter: owner, recompile
+    codegen.recompile(graph_module)  # as fxopt compiles what it optimizes (engine/attribute_reads.py)
     graph_module.meta.update({k: decode(v, {}, tensors) for k, v in data["meta"].items()})
     applied = decode(data["applied"], {}, tensors)
     if applied is not None:
