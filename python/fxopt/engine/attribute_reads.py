@@ -6,8 +6,8 @@ through a submodule is a call of ``nn.Module.__getattr__``, a Python function: a
 MobileNetV2 reads 106 tensors that way, 618 such calls a forward, 0.44 ms of its 6.5 (one core
 of a Zen 4). Here each get_attr line reads its tensor from a local that holds its module, made
 the first time a line needs it, on that line: MobileNetV2's 106 tensors then cost 124 module
-reads and 106 tensor reads (6.46 -> 6.10 ms a forward, interleaved rounds), MiniLM's 81 cost 75
-and 81 (17.19 -> 16.86 ms).
+reads and 106 tensor reads. Same graphs, interleaved rounds (docs/benchmarks.md, stop 43):
+MobileNetV2 `fast` 0.95x the time a forward, the real MiniLM `fast` + calibration 0.96x.
 
 Only the lines fx prints for get_attr nodes, and the callee of those it prints for call_module
 nodes (symbolic traces call their modules), change, each into statements on the same line (the
@@ -27,7 +27,11 @@ from typing import Any
 
 from torch.fx import Graph, GraphModule
 from torch.fx.graph import PythonCode
-from torch.fx.graph_module import _forward_from_src
+
+try:  # how GraphModule.recompile compiles its forward (its source cached for tracebacks)
+    from torch.fx.graph_module import _forward_from_src
+except ImportError:  # a torch without it: forwards stay as torch compiles them
+    _forward_from_src = None  # type: ignore[assignment]
 
 _INDENT = "    "
 
@@ -112,7 +116,7 @@ def compile_reading_modules_once(gm: GraphModule, code: PythonCode) -> bool:
     """After ``gm.recompile()`` compiled `code` (fx's source for gm's graph): gm's forward
     compiled again from it with the module reads above. False where nothing changed."""
     rewritten = read_modules_once(code, gm.graph)
-    if rewritten is code:
+    if rewritten is code or _forward_from_src is None:
         return False
     co_fields: dict[str, Any] = getattr(gm.graph, "_co_fields", {})
     type(gm).forward = _forward_from_src(rewritten.src, rewritten.globals, co_fields)
