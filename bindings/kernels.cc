@@ -13,6 +13,7 @@
 #include "kernels/depthwise_conv.h"
 #include "kernels/int4_weight_mm.h"
 #include "kernels/int8_matmul.h"
+#include "kernels/int8_pointwise_conv.h"
 #include "kernels/int8_weight_mm.h"
 #include "kernels/per_token_int8.h"
 #include "kernels/pointwise_conv.h"
@@ -226,6 +227,45 @@ void bind_kernels(nb::module_& m) {
       "y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, "
       "upper), float32 or bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, "
       "out_channels; arguments are data addresses of contiguous arrays (residual 0: none).");
+  m.def("int8_pointwise_conv_vectorized", &int8_pointwise_conv_vectorized,
+        "Whether int8_pointwise_conv runs its VNNI path here, under a oneDNN ISA cap.");
+  m.def("int8_pointwise_packed_bytes", &int8_pointwise_packed_bytes, nb::arg("out_channels"),
+        nb::arg("in_channels"),
+        "Bytes int8_pointwise_pack writes (kernels/int8_pointwise_conv.h).");
+  m.def(
+      "int8_pointwise_pack",
+      [](uintptr_t weight, uintptr_t w_scales, uintptr_t bias, int64_t out_channels,
+         int64_t in_channels, float x_scale, int32_t zero_point, uintptr_t packed) {
+        int8_pointwise_pack(at<const int8_t>(weight), at<const float>(w_scales),
+                            bias ? at<const float>(bias) : nullptr, out_channels, in_channels,
+                            x_scale, zero_point, at<void>(packed));
+      },
+      nb::arg("weight"), nb::arg("w_scales"), nb::arg("bias"), nb::arg("out_channels"),
+      nb::arg("in_channels"), nb::arg("x_scale"), nb::arg("zero_point"), nb::arg("packed"),
+      nb::call_guard<nb::gil_scoped_release>(),
+      "The packing int8_pointwise_conv reads, from the int8 weight [out_channels, in_channels], "
+      "its float32 scales [out_channels], float32 bias [out_channels] (0: none) and the input's "
+      "scale and zero point; arguments are data addresses of contiguous arrays.");
+  m.def(
+      "int8_pointwise_conv",
+      [](const std::vector<int64_t>& sizes, float lower, float upper, bool bfloat16, uintptr_t x,
+         float x_scale, int32_t zero_point, uintptr_t packed, uintptr_t residual, uintptr_t y,
+         int threads) {
+        if (sizes.size() != 3) throw std::invalid_argument("int8_pointwise_conv: 3 sizes");
+        PointwiseConv s;
+        s.pixels = sizes[0], s.in_channels = sizes[1], s.out_channels = sizes[2];
+        s.lower = lower, s.upper = upper;
+        int8_pointwise_conv(s, at<const void>(x), bfloat16 ? RowDtype::Bfloat16 : RowDtype::Float32,
+                            x_scale, zero_point, at<const void>(packed),
+                            residual ? at<const void>(residual) : nullptr, at<void>(y), threads);
+      },
+      nb::arg("sizes"), nb::arg("lower"), nb::arg("upper"), nb::arg("bfloat16"), nb::arg("x"),
+      nb::arg("x_scale"), nb::arg("zero_point"), nb::arg("packed"), nb::arg("residual"),
+      nb::arg("y"), nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
+      "y [pixels, out] = clamp((quantize_u8(x) - zero_point) x_scale w^T scales + bias (+ "
+      "residual), lower, upper) from x [pixels, in], float32 or bfloat16 "
+      "(kernels/int8_pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments "
+      "are data addresses of contiguous arrays (residual 0: none).");
   m.def(
       "quantize_u8",
       [](uintptr_t x, bool bfloat16, int64_t count, float inverse_scale, int32_t zero_point,

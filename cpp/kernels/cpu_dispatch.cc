@@ -64,7 +64,8 @@ bool has_avx512() {
 bool has_avx512_vnni() {
   static const bool supported =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vnni") && cap() >= level("AVX512_CORE_VNNI");
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+      cap() >= level("AVX512_CORE_VNNI");
   return supported;
 }
 

@@ -13,7 +13,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FXOPT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define FXOPT_AVX512 __attribute__((target("avx512f")))
-#define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FXOPT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace fxopt {

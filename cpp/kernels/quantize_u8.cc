@@ -55,6 +55,14 @@ FXOPT_AVX512 void quantize_avx512(const void* x, RowDtype dtype, float inverse_s
 }
 #endif
 
+void quantize_range(const void* x, RowDtype dtype, float inverse_scale, float zero_point,
+                    uint8_t* q, int64_t begin, int64_t end) {
+#ifdef FXOPT_AVX512
+  if (has_avx512()) return quantize_avx512(x, dtype, inverse_scale, zero_point, q, begin, end);
+#endif
+  quantize_portable(x, dtype, inverse_scale, zero_point, q, begin, end);
+}
+
 }  // namespace
 
 void quantize_u8(const void* x, RowDtype dtype, int64_t count, float inverse_scale,
@@ -64,11 +72,13 @@ void quantize_u8(const void* x, RowDtype dtype, int64_t count, float inverse_sca
   float zero = float(zero_point);
   split_rows(blocks, bytes, threads, 1, [&](int64_t begin, int64_t end) {
     int64_t first = begin * kBlock, last = std::min(end * kBlock, count);
-#ifdef FXOPT_AVX512
-    if (has_avx512()) return quantize_avx512(x, dtype, inverse_scale, zero, q, first, last);
-#endif
-    quantize_portable(x, dtype, inverse_scale, zero, q, first, last);
+    quantize_range(x, dtype, inverse_scale, zero, q, first, last);
   });
+}
+
+void quantize_u8_here(const void* x, RowDtype dtype, int64_t count, float inverse_scale,
+                      int32_t zero_point, uint8_t* q) {
+  quantize_range(x, dtype, inverse_scale, float(zero_point), q, 0, count);
 }
 
 }  // namespace fxopt

@@ -23,5 +23,8 @@ namespace fxopt {
 // x [count] contiguous in `dtype`; q [count] is written.
 void quantize_u8(const void* x, RowDtype dtype, int64_t count, float inverse_scale,
                  int32_t zero_point, uint8_t* q, int threads = 1);
+// The same on the calling thread: for a kernel that quantizes its own rows.
+void quantize_u8_here(const void* x, RowDtype dtype, int64_t count, float inverse_scale,
+                      int32_t zero_point, uint8_t* q);
 
 }  // namespace fxopt

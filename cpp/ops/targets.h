@@ -56,7 +56,9 @@ inline const Symbol kDynamicInt8Linear =
 // QuantizeConvsInt8's call: oneDNN's int8 convolution on activations quantized with calibrated
 // scales (python/fxopt/runtime/static_int8_conv.py).
 inline const Symbol kInt8Conv2d = Symbol::intern("fxopt.runtime.static_int8_conv.int8_conv2d");
-// Its last argument: true where nothing else reads the residual, so the call adds into it.
+// Its argument that is true where nothing else reads the residual, so the call adds into it,
+// and its last: which kernel runs the product ("onednn" or "fxopt").
 inline constexpr size_t kInt8Conv2dResidualDies = 14;
+inline constexpr size_t kInt8Conv2dKernel = 15;
 
 }  // namespace fxopt::targets

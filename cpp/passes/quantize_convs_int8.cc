@@ -18,12 +18,15 @@ namespace fxopt {
 namespace {
 
 using targets::kInt8Conv2d;
-constexpr size_t kArity = targets::kInt8Conv2dResidualDies + 1;
+constexpr size_t kArity = targets::kInt8Conv2dKernel + 1;
 const char* const kInt8 = "int8_onednn";
+const char* const kInt8Fxopt = "int8_fxopt";
 
 // The activations oneDNN's int8 convolution applies to a float result, as ops/activation.h
 // names them (after a residual add, ReLU only: passes/conv_fusion.h).
 constexpr std::array<std::string_view, 4> kInt8Activations = {"relu", "relu6", "hardswish", "silu"};
+// Those fxopt's int8 kernel applies, as a clamp.
+constexpr std::array<std::string_view, 2> kFxoptActivations = {"relu", "relu6"};
 
 // Whether the call may add into the residual's memory (see the header): a tensor of its own
 // whose other readers all run before the add and make tensors of their own, so no view of it
@@ -123,11 +126,15 @@ void QuantizeConvsInt8::rewrite(PassContext& ctx, Node* node) const {
       (is_depthwise(*fusion) &&
        std::ranges::all_of(fusion->geometry.dilation, [](int64_t d) { return d == 1; }));
   if (own_kernel) kernels.push_back(compare_with_ + "_fxopt");
+  if (is_pointwise(*fusion) &&
+      (!fusion->activation ||
+       std::ranges::find(kFxoptActivations, fusion->activation->name) != kFxoptActivations.end()))
+    kernels.push_back(kInt8Fxopt);
   std::string kernel =
       ctx.choose(*node, ChoiceQuery{"int8_conv2d", fusion->choice_shape(), compare_with_,
                                     fusion->choice_variant() + (dies ? ",owned" : ""),
                                     conv.input->name(), kernels, 1});
-  if (kernel != kInt8)
+  if (kernel != kInt8 && kernel != kInt8Fxopt)
     return ctx.skip(
         *node, "the " + kernel + " convolution was measured faster here (see the pass's choices)");
   if (choose_only_) return ctx.skip(*node, "option 'choose_only': its kernel is in the choices");
@@ -153,15 +160,16 @@ void QuantizeConvsInt8::rewrite(PassContext& ctx, Node* node) const {
                op.attr,
                op.scalars,
                op.algorithm,
-               dies};
+               dies,
+               Arg(std::string(kernel == kInt8Fxopt ? "fxopt" : "onednn"))};
   replace_by_fused_call(ctx, pattern, std::move(*captured), kInt8Conv2d, "int8_conv2d",
                         std::move(args));
 }
 
 void QuantizeConvsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {
-  // A graph saved before the call took residual_dies holds one argument fewer.
+  // A graph saved before the call took its kernel (and residual_dies) holds fewer arguments.
   size_t arity = node->args().size();
-  if ((arity != kArity && arity != kArity - 1) || !node->args()[0].node())
+  if (arity > kArity || arity < kArity - 2 || !node->args()[0].node())
     throw PassError(*node, "is no longer the int8 convolution this transformation made");
   std::vector<Node*> inputs = {node->args()[0].node()};
   if (Node* residual = node->args()[10].node()) inputs.push_back(residual);

@@ -8,7 +8,7 @@
 //            %y = relu(%s)               (optional; without an add also relu6, hardswish, silu)
 //   after:   %y = fxopt.runtime.static_int8_conv.int8_conv2d(%x, %w_int8, %w_int8_scale, %b,
 //                     stride, padding, dilation, groups, x_scale, x_zero_point, %r,
-//                     "relu", [], None, residual_dies)
+//                     "relu", [], None, residual_dies, kernel)
 //
 // with w_scale = max |W[o]| / 127 per output channel and w_int8 = round(W / w_scale) (shape of
 // W), computed once (TensorOps::quantize_rows_int8) and stored next to the weight
@@ -35,9 +35,13 @@
 // or "bfloat16": the precision a convolution left as it is will run in, timed against) and
 // "choose_only" (true: skip every convolution once its kernel is chosen, what calibration asks
 // before it has scales). Kernel choice (tuning/chooser.h), per convolution: the float one
-// ("float32" / "bfloat16", oneDNN's fused convolution as FuseConvActivationOneDnn makes it) or
-// "int8_onednn", the static fallback. Skipped, with the reason: what FuseConvActivationOneDnn
-// skips (passes/conv_fusion.h), weights not float32 or not on the CPU, bad scales.
+// ("float32" / "bfloat16", oneDNN's fused convolution as FuseConvActivationOneDnn makes it),
+// "int8_onednn", the static fallback, and for a 1x1 convolution of stride 1 with no activation,
+// ReLU or ReLU6, "int8_fxopt": the same call with kernel "fxopt", fxopt's int8 kernel
+// (kernels/int8_pointwise_conv.h: at batch 1 it has a few microseconds around its work where
+// oneDNN's call through torch has 25-35). Skipped, with the reason: what
+// FuseConvActivationOneDnn skips (passes/conv_fusion.h), weights not float32 or not on the CPU,
+// bad scales.
 #pragma once
 
 #include <map>

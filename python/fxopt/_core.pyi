@@ -274,6 +274,24 @@ def pointwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: b
     y [pixels, out] = clamp(x [pixels, in] w^T + bias (+ residual [pixels, out]), lower, upper), float32 or bfloat16 (kernels/pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments are data addresses of contiguous arrays (residual 0: none).
     """
 
+def int8_pointwise_conv_vectorized() -> bool:
+    """
+    Whether int8_pointwise_conv runs its VNNI path here, under a oneDNN ISA cap.
+    """
+
+def int8_pointwise_packed_bytes(out_channels: int, in_channels: int) -> int:
+    """Bytes int8_pointwise_pack writes (kernels/int8_pointwise_conv.h)."""
+
+def int8_pointwise_pack(weight: int, w_scales: int, bias: int, out_channels: int, in_channels: int, x_scale: float, zero_point: int, packed: int) -> None:
+    """
+    The packing int8_pointwise_conv reads, from the int8 weight [out_channels, in_channels], its float32 scales [out_channels], float32 bias [out_channels] (0: none) and the input's scale and zero point; arguments are data addresses of contiguous arrays.
+    """
+
+def int8_pointwise_conv(sizes: Sequence[int], lower: float, upper: float, bfloat16: bool, x: int, x_scale: float, zero_point: int, packed: int, residual: int, y: int, threads: int) -> None:
+    """
+    y [pixels, out] = clamp((quantize_u8(x) - zero_point) x_scale w^T scales + bias (+ residual), lower, upper) from x [pixels, in], float32 or bfloat16 (kernels/int8_pointwise_conv.h); sizes: pixels, in_channels, out_channels; arguments are data addresses of contiguous arrays (residual 0: none).
+    """
+
 def quantize_u8(x: int, bfloat16: bool, count: int, inverse_scale: float, zero_point: int, q: int, threads: int) -> None:
     """
     q[count] (uint8) = clamp(round(x * inverse_scale) + zero_point, 0, 255) of x[count] (float32, or bfloat16 if `bfloat16`; kernels/quantize_u8.h); arguments are data addresses of contiguous arrays.

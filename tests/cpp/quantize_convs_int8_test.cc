@@ -5,6 +5,7 @@
 #include "fixed_chooser.h"
 #include "norm_fixtures.h"
 #include "ops/effects.h"
+#include "ops/targets.h"
 #include "passes/eliminate_common_subexpressions.h"
 
 namespace fxopt {
@@ -47,7 +48,7 @@ TEST_F(QuantizeConvsInt8Test, ModuleConvAddAndReluBecomeOneInt8Call) {
   EXPECT_EQ(forward.changed, (std::vector<std::string>{"int8_conv2d"}));
   ASSERT_EQ(calls().size(), 1u);
   Node* call = calls()[0];
-  ASSERT_EQ(call->args().size(), 15u);
+  ASSERT_EQ(call->args().size(), 16u);
   EXPECT_EQ(call->args()[0], Arg(x));
   EXPECT_TRUE(call->args()[1].node()->is(NodeKind::GetAttr, Symbol::intern("conv.weight_int8")));
   EXPECT_TRUE(
@@ -55,7 +56,7 @@ TEST_F(QuantizeConvsInt8Test, ModuleConvAddAndReluBecomeOneInt8Call) {
   EXPECT_TRUE(call->args()[3].node()->is(NodeKind::GetAttr, Symbol::intern("conv.bias")));
   EXPECT_EQ(Args(call->args().begin() + 4, call->args().end()),
             (Args{List{{1, 1}}, List{{1, 1}}, List{{1, 1}}, 1, 6.0 / 255, 128, x, "relu", List{},
-                  None{}, false}));  // the input x is the caller's: added into a copy
+                  None{}, false, "onednn"}));  // the input x is the caller's: added into a copy
   EXPECT_FALSE(is_mutating(program, *call));
   const TensorInfo& values = program.attributes.at("conv.weight_int8");
   EXPECT_EQ(values.dtype, "int8");
@@ -107,7 +108,7 @@ TEST_F(QuantizeConvsInt8Test, FunctionalConvsTakeTheActivationsOneDnnApplies) {
   EXPECT_EQ(forward.changed.size(), 3u);
   ASSERT_EQ(calls().size(), 3u);
   EXPECT_EQ(Args(calls()[0]->args().begin() + 11, calls()[0]->args().end()),
-            (Args{"hardtanh", List{{0.0, 6.0}}, None{}, false}));
+            (Args{"hardtanh", List{{0.0, 6.0}}, None{}, false, "onednn"}));
   EXPECT_EQ(calls()[1]->args()[3], Arg(None{}));  // no bias
   EXPECT_EQ(calls()[1]->args()[7], Arg(6));       // depthwise
   EXPECT_EQ(calls()[1]->args()[11], Arg("swish"));
@@ -149,11 +150,11 @@ TEST_F(QuantizeConvsInt8Test, AResidualNothingElseReadsIsAddedIntoInPlace) {
   ASSERT_EQ(calls().size(), 2u);
   Node* into_residual = calls()[0];
   ASSERT_EQ(into_residual->args()[10], Arg(dies));
-  EXPECT_EQ(into_residual->args().back(), Arg(true));
+  EXPECT_EQ(into_residual->args()[targets::kInt8Conv2dResidualDies], Arg(true));
   EXPECT_TRUE(is_mutating(program, *into_residual));
   EXPECT_TRUE(written_in_place(program).contains(dies));
   ASSERT_EQ(calls()[1]->args()[10], Arg(kept));
-  EXPECT_EQ(calls()[1]->args().back(), Arg(false));
+  EXPECT_EQ(calls()[1]->args()[targets::kInt8Conv2dResidualDies], Arg(false));
   EXPECT_FALSE(is_mutating(program, *calls()[1]));
   EXPECT_LT(max_diff(before, run({{"x", x_}})), 0.1);
 
@@ -198,7 +199,8 @@ TEST_F(QuantizeConvsInt8Test, SkipsWithoutAScaleOrWhatOneDnnCannotRun) {
 }
 
 // A 1x1 convolution and a depthwise one may stay in float on fxopt's own kernels, which the
-// int8 call must beat as well as the float convolution; a 3x3 one has the two candidates.
+// int8 call must beat as well as the float convolution (the 1x1 one may also run in int8 on
+// fxopt's kernel); a 3x3 one has the two candidates.
 // Measured faster, fxopt's kernel leaves the convolution in float.
 TEST_F(QuantizeConvsInt8Test, OneByOneAndDepthwiseConvolutionsAreAlsoTimedOnFxoptsKernels) {
   attribute("p.weight", {4, 4, 1, 1});
@@ -221,9 +223,10 @@ TEST_F(QuantizeConvsInt8Test, OneByOneAndDepthwiseConvolutionsAreAlsoTimedOnFxop
       QuantizeConvsInt8({{"p", wide()}, {"d", wide()}, {"full", wide()}}, "float32", false),
       program, edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 3u);
-  const std::vector<std::string> three = {"float32", "int8_onednn", "float32_fxopt"};
-  EXPECT_EQ(chooser.queries[0].candidates, three);
-  EXPECT_EQ(chooser.queries[1].candidates, three);
+  EXPECT_EQ(chooser.queries[0].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "float32_fxopt", "int8_fxopt"}));
+  EXPECT_EQ(chooser.queries[1].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "float32_fxopt"}));
   EXPECT_EQ(chooser.queries[2].candidates, (std::vector<std::string>{"float32", "int8_onednn"}));
   EXPECT_EQ(result.changed, (std::vector<std::string>{"int8_conv2d"}));  // the 3x3 one
   ASSERT_GE(result.skipped.size(), 2u);
@@ -234,6 +237,60 @@ TEST_F(QuantizeConvsInt8Test, OneByOneAndDepthwiseConvolutionsAreAlsoTimedOnFxop
 
   run_pass(QuantizeConvsInt8({}, "float32", false), program, edits, ops, kSig, true);
   EXPECT_EQ(structure(), graph_before);
+}
+
+// Picked, fxopt's int8 kernel makes the same call with kernel "fxopt": the same computation
+// (the reference interpreter's), reversed like the other. It is a candidate only for a 1x1
+// convolution of stride 1 whose activation it applies (none, ReLU, ReLU6), not SiLU.
+TEST_F(QuantizeConvsInt8Test, OneByOneConvolutionsMayRunOnFxoptsInt8Kernel) {
+  attribute("p.weight", {4, 4, 1, 1});
+  attribute("p.bias", {4});
+  attribute("s.weight", {4, 4, 1, 1});
+  attribute("h.weight", {4, 4, 1, 1});
+  Node* x = shaped(b.input("x"), {1, 4, 5, 5});
+  Node* p = shaped(b.call("p", "torch.conv2d",
+                          {x, b.attr("p_weight", "p.weight"), b.attr("p_bias", "p.bias"),
+                           Tuple{{1, 1}}, Tuple{{0, 0}}, Tuple{{1, 1}}, 1}),
+                   {1, 4, 5, 5});
+  Node* add = shaped(b.call("add", "_operator.add", {p, x}), {1, 4, 5, 5});
+  Node* relu = shaped(b.call("relu", "torch.relu", {add}), {1, 4, 5, 5});
+  Node* s = shaped(b.call("s", "torch.conv2d",
+                          {relu, b.attr("s_weight", "s.weight"), None{}, Tuple{{2, 2}},
+                           Tuple{{0, 0}}, Tuple{{1, 1}}, 1}),
+                   {1, 4, 3, 3});
+  Node* h = shaped(b.call("h", "torch.conv2d",
+                          {s, b.attr("h_weight", "h.weight"), None{}, Tuple{{1, 1}}, Tuple{{0, 0}},
+                           Tuple{{1, 1}}, 1}),
+                   {1, 4, 3, 3});
+  b.output(Tuple{{shaped(b.call("silu", "torch.nn.functional.silu", {h}), {1, 4, 3, 3})}});
+  auto before = run({{"x", x_}});
+  auto graph_before = structure();
+
+  testing::FixedChooser chooser(std::vector<std::string>{"int8_fxopt", "int8_onednn"});
+  PassResult result =
+      run_pass(QuantizeConvsInt8({{"p", wide()}, {"s", wide()}, {"h", wide()}}, "float32", false),
+               program, edits, ops, kSig, false, chooser);
+  ASSERT_EQ(chooser.queries.size(), 3u);
+  EXPECT_EQ(chooser.queries[0].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "float32_fxopt", "int8_fxopt"}));
+  EXPECT_EQ(chooser.queries[0].variant, "relu,add");
+  EXPECT_EQ(chooser.queries[1].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn"}));  // stride 2
+  EXPECT_EQ(chooser.queries[2].candidates,
+            (std::vector<std::string>{"float32", "int8_onednn", "float32_fxopt"}));  // SiLU
+  ASSERT_EQ(result.changed.size(), 3u);
+  ASSERT_EQ(calls().size(), 3u);
+  EXPECT_EQ(calls()[0]->args()[targets::kInt8Conv2dKernel], Arg("fxopt"));
+  EXPECT_EQ(calls()[0]->args()[11], Arg("relu"));
+  EXPECT_EQ(calls()[1]->args()[targets::kInt8Conv2dKernel], Arg("onednn"));
+  EXPECT_EQ(calls()[2]->args()[targets::kInt8Conv2dKernel], Arg("onednn"));
+  double error = max_diff(before, run({{"x", x_}}));
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 0.2);
+
+  run_pass(QuantizeConvsInt8({}, "float32", false), program, edits, ops, kSig, true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
 }
 
 TEST_F(QuantizeConvsInt8Test, Options) {

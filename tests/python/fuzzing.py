@@ -373,12 +373,12 @@ def _ties(gm: torch.fx.GraphModule) -> list[list[str]]:
 def _in_place_adds_differ(gm: torch.fx.GraphModule, x: torch.Tensor) -> bool:
     """Whether the int8 convolutions that add into their residual (`residual_dies`) compute other
     outputs than adding into a copy: a write into a value something still reads would."""
-    if not any(n.target is int8_conv2d and n.args[14:] == (True,) for n in gm.graph.nodes):
+    if not any(n.target is int8_conv2d and n.args[14] is True for n in gm.graph.nodes):
         return False
     copying = copy.deepcopy(gm)
     for node in copying.graph.nodes:
         if node.target is int8_conv2d:
-            node.args = (*node.args[:14], False)
+            node.args = (*node.args[:14], False, *node.args[15:])
     copying.recompile()
     return not _bit_equal(_flat(gm(x)), _flat(copying(x)))
 
@@ -500,6 +500,7 @@ KERNEL_PINS: tuple[dict[str, str], ...] = (
     {"int8_linear": "int8_fbgemm"},
     {"int8_weight_only": "fxopt_int8", "int4_weight_only": "fxopt_int4"},  # fxopt's own kernels
     {"attention": "fxopt_f32"},  # fxopt's float32 attention (its static choice keeps SDPA)
+    {"int8_conv2d": "int8_fxopt"},  # fxopt's int8 1x1 convolution
 )
 
 

@@ -106,6 +106,98 @@ def test_int8_conv2d_adds_into_a_residual_that_dies_with_the_same_result() -> No
     assert torch.equal(int8_conv2d(x[0], *args, r.clone()[0], "relu", [], None, True), copied[0])
 
 
+def _one_by_one_operands(dtype: torch.dtype, channels: tuple[int, int], size: int, residual: bool):  # type: ignore[no-untyped-def]
+    torch.manual_seed(6)
+    cin, cout = channels
+    x = (torch.randn(1, cin, size, size) * 2).to(dtype).contiguous(memory_format=torch.channels_last)
+    values, scales = quantized_weight(torch.randn(cout, cin, 1, 1) * 0.1)
+    r = torch.randn(1, cout, size, size).to(dtype).contiguous(memory_format=torch.channels_last) if residual else None
+    return x, values, scales, torch.randn(cout), r
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("attr", "scalars", "residual"), [
+    ("none", [], False), ("relu", [], True), ("hardtanh", [0.0, 6.0], False), ("none", [], True),
+])  # fmt: skip
+@pytest.mark.parametrize(("channels", "size"), [((64, 96), 9), ((18, 7), 5), ((3, 40), 1)])
+def test_fxopts_int8_kernel_is_the_onednn_call(dtype, attr, scalars, residual, channels, size) -> None:  # type: ignore[no-untyped-def]
+    """kernel="fxopt" runs fxopt's 1x1 kernel (where the CPU has AVX512-VNNI; oneDNN's call
+    elsewhere): the same quantized arithmetic, exact integer sums, so its result is oneDNN's up
+    to the last bits of the float32 scaling (and of bfloat16's rounding), and the definition's.
+    Channel counts fill whole 32-channel blocks, part of one, and leave input channels that are
+    no multiple of four; the residual is read, never written."""
+    x, values, scales, bias, r = _one_by_one_operands(dtype, channels, size, residual)
+    kept = None if r is None else r.clone()
+    args = (values, scales, bias, [1, 1], [0, 0], [1, 1], 1, 6 / 255, 120, r, attr, scalars, None, False)
+    own, onednn = int8_conv2d(x, *args, "fxopt"), int8_conv2d(x, *args, "onednn")
+    assert own.dtype == dtype and own.shape == onednn.shape
+    assert own.is_contiguous(memory_format=torch.channels_last)
+    xq = (quantize_u8(x, 6 / 255, 120).float() - 120) * (6 / 255)
+    expected = F.conv2d(xq, values.float() * scales[:, None, None, None], bias)
+    expected = expected if r is None else expected + r.float()
+    expected = {"none": expected, "relu": F.relu(expected), "hardtanh": F.relu6(expected)}[attr]
+    tolerance = (1e-5 if dtype == torch.float32 else 8e-3) * float(expected.abs().max())
+    torch.testing.assert_close(own.float(), onednn.float(), atol=tolerance, rtol=0)
+    torch.testing.assert_close(own.float(), expected, atol=tolerance, rtol=0)
+    assert r is None or torch.equal(r, kept)
+    unbatched = int8_conv2d(x[0], *args[:9], None if r is None else r[0], *args[10:], "fxopt")
+    assert torch.equal(unbatched, own[0])
+
+
+def test_calls_fxopts_int8_kernel_does_not_take_run_on_onednn() -> None:
+    """A 3x3 or strided convolution, or an activation the kernel has no clamp for, asked of
+    fxopt's kernel, runs oneDNN's call: bit for bit its result. An unknown kernel is refused."""
+    torch.manual_seed(7)
+    x = torch.randn(1, 8, 6, 6)
+    values, scales = quantized_weight(torch.randn(8, 8, 3, 3) * 0.2)
+    one, one_scales = quantized_weight(torch.randn(8, 8, 1, 1) * 0.2)
+    calls = [
+        (values, scales, [1, 1], [1, 1], "relu", []),
+        (one, one_scales, [2, 2], [0, 0], "relu", []),
+        (one, one_scales, [1, 1], [0, 0], "swish", []),
+    ]
+    for w, s, stride, padding, attr, scalars in calls:
+        args = (w, s, None, stride, padding, [1, 1], 1, 8 / 255, 128, None, attr, scalars, None, False)
+        assert torch.equal(int8_conv2d(x, *args, "fxopt"), int8_conv2d(x, *args, "onednn"))
+    with pytest.raises(ValueError, match="kernel 'mkl'"):
+        int8_conv2d(x, *calls[0][:2], None, [1, 1], [1, 1], [1, 1], 1, 0.1, 0, None, "relu", [], None, False, "mkl")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_pinned_to_fxopts_int8_kernel_the_1x1_convolutions_run_there_and_reverse_exactly(dialect: str) -> None:
+    """QuantizeConvsInt8 gives the 1x1 convolutions (stride 1; none, ReLU or ReLU6 after them)
+    the call on fxopt's int8 kernel where the chooser picks it (pinned here; measured in a
+    preset), the others oneDNN's; the outputs are the oneDNN graph's up to float32 rounding, and
+    reverse restores the float graph bit for bit."""
+    model = tiny_mobilenet_v2()
+    torch.manual_seed(8)
+    pixels, calibration = torch.randn(2, 3, 32, 32), torch.randn(2, 3, 32, 32)
+    gm, args = trace_vision(model, pixels, dialect)
+    compose(FuseBatchNormInConv(), ConvWeightsChannelsLast())(gm)
+    expected, code, states = outputs(gm, *args), gm.code, tensor_states(gm)
+    cal_args = trace_vision(model, calibration, dialect)[1]
+
+    def quantized(pin: str, inplace: bool) -> tuple[QuantizeConvsInt8, torch.fx.GraphModule]:
+        t = QuantizeConvsInt8(calibrate=True, min_cosine=0.99)
+        with fxopt.tuning.pinned(int8_conv2d=pin):
+            t.calibrate_on(cal_args)
+            return t, compose(t, inplace=inplace)(gm)
+
+    _, onednn = quantized("int8_onednn", inplace=False)
+    t, own = quantized("int8_fxopt", inplace=True)
+    assert own is gm
+    kernels = [n.args[15] for n in int8_convs(own)]
+    one_by_one = [
+        n.args[1].target for n in int8_convs(own)
+        if tuple(stored(own, n.args[1].target).shape[2:]) == (1, 1) and n.args[4] == [1, 1]
+    ]  # fmt: skip
+    assert one_by_one and kernels.count("fxopt") == len(one_by_one) and "onednn" in kernels
+    assert all(n.args[15] == "onednn" for n in int8_convs(onednn))
+    for a, b in zip(outputs(own, *args), outputs(onednn, *args)):
+        torch.testing.assert_close(a, b, atol=1e-4 * float(b.abs().max()), rtol=0)
+    check_reverse(t, own, args, expected, code, states)
+
+
 class _ReadAfterTheAdd(torch.nn.Module):
     """`r` is read by `a`, by the add `a`'s int8 call takes in, then by `b`: that call must add
     into a copy. `y` is read by nothing after `b`'s add: that call may add into it."""
@@ -158,7 +250,7 @@ def test_a_residual_nothing_reads_after_its_add_is_added_into_in_place(build: st
 
     copying = copy.deepcopy(out)
     for node in int8_convs(copying):
-        node.args = (*node.args[:14], False)
+        node.args = (*node.args[:14], False, *node.args[15:])
     copying.recompile()
     given = args[0].clone()  # the graph's input: the images, or the embedder's features
     assert all(torch.equal(a, b) for a, b in zip(outputs(out, *args), outputs(copying, *args)))

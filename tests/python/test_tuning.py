@@ -194,6 +194,12 @@ def test_real_timings_pick_a_candidate_that_runs(measuring, monkeypatch):
     ):
         index, ratio, how = choices.choose(op, [16, 32, 64], "float32", variant, "x", candidates, 0)
         assert 0 <= index < len(candidates) and ratio > 0 and how == "measured"
+    # A 1x1 convolution of 16 -> 24 channels on a 6x6 image, ReLU after it, and its int8 calls.
+    conv = [1, 16, 6, 6, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1]
+    candidates = ["float32", "int8_onednn", "float32_fxopt", "int8_fxopt"]
+    available = [name for name in candidates if kernels.kernel("int8_conv2d", name).available()]
+    index, ratio, how = choices.choose("int8_conv2d", conv, "float32", "relu", "x", available, 0)
+    assert 0 <= index < len(available) and ratio > 0 and how == "measured"
     assert choices.spent_s > 0
 
 

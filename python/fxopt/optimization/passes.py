@@ -645,8 +645,11 @@ class QuantizeConvsInt8(CalibratedPass):
     than as the float one it would be (`compare_with`: ``torch.bfloat16`` when a lowering
     follows; for a 1x1 or depthwise convolution also as fxopt's own kernel would run it, which
     FusePointwiseConv / FuseDepthwiseConv then give it) is measured on this CPU
-    (``fxopt.tuning``; the report lists the choices). Reverse
-    points the graph back at the untouched float convolutions, bit for bit.
+    (``fxopt.tuning``; the report lists the choices), and so is which kernel runs a 1x1 one in
+    int8: oneDNN's or fxopt's (``int8_fxopt``, AVX512-VNNI: ResNet-50's 1x1 convolutions took
+    0.72-0.94 of oneDNN's time on a Zen 4 core, most of the gain the 25-35 us oneDNN's call
+    through torch costs). Reverse points the graph back at the untouched float convolutions,
+    bit for bit.
 
     ``calibrate=True`` computes the scales from the inputs of :meth:`calibrate_on` (the ``fast``
     preset, when ``fxopt.optimize`` gets ``calibration=``): each input's range over the

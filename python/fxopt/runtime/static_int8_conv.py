@@ -12,8 +12,13 @@ dtype, cpp/ops/dtype_flow.h), its scales and bias float32.
 oneDNN adds the residual into its operand in place (its int8 convolution has no out-of-place
 add): the call adds into a copy, so the graph's value is never written, unless the pass found
 that nothing else reads the residual (`residual_dies`), as a ResNet block's input is read by its
-last convolution only; then it adds into the residual's own memory. Inference only: the result
-has no autograd history.
+last convolution only; then it adds into the residual's own memory.
+
+Where the pass measured it faster (its `int8_fxopt` candidate), a 1x1 convolution's call runs
+fxopt's kernel instead (kernel "fxopt", kernels/int8_pointwise_conv.h): the quantization, the
+VNNI product, the scales, bias, residual (only read) and clamp in one call on a weight packed
+once, with a few microseconds around the work where oneDNN's call through torch costs 25-35.
+Inference only: the result has no autograd history.
 """
 
 from __future__ import annotations
@@ -67,6 +72,64 @@ def input_quantization(low: float, high: float) -> tuple[float, int] | None:
 
 
 _PACKED: PackCache[tuple[torch.Tensor, torch.Tensor]] = PackCache()
+_OWN_PACKED: PackCache[torch.Tensor] = PackCache()
+
+KERNELS = ("onednn", "fxopt")
+"""Who runs a call: oneDNN's int8 convolution, or fxopt's 1x1 kernel (see above)."""
+
+# The clamp fxopt's kernel applies for an activation oneDNN names: (lower, upper).
+_CLAMPS = {"none": (-float("inf"), float("inf")), "relu": (0.0, float("inf"))}
+
+
+def _own_clamp(
+    values: torch.Tensor, stride: Sequence[int], padding: Sequence[int], groups: int,
+    attr: str, scalars: Sequence[float],
+) -> tuple[float, float] | None:  # fmt: skip
+    """The clamp fxopt's kernel applies for this call, None if the kernel does not run it: it
+    takes 1x1 convolutions of stride 1, no padding and one group, with no activation, ReLU or
+    ReLU6 (hardtanh 0..6), where the CPU has AVX512-VNNI."""
+    unit = values.shape[2:] == (1, 1) and all(s == 1 for s in stride) and all(p == 0 for p in padding)
+    if not (unit and groups == 1 and _core.int8_pointwise_conv_vectorized()):
+        return None
+    if attr == "hardtanh" and len(scalars) == 2:
+        return float(scalars[0]), float(scalars[1])
+    return _CLAMPS.get(attr)
+
+
+def _own_pack(
+    values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, x_scale: float, x_zero_point: int
+) -> torch.Tensor:
+    out_channels, in_channels = values.shape[0], values.shape[1]
+    rows = values.reshape(out_channels, in_channels).contiguous()
+    w_scales = scales.contiguous()
+    shift = None if bias is None else bias.detach().float().contiguous()
+    packed = torch.empty(_core.int8_pointwise_packed_bytes(out_channels, in_channels), dtype=torch.uint8)
+    _core.int8_pointwise_pack(
+        rows.data_ptr(), w_scales.data_ptr(), 0 if shift is None else shift.data_ptr(),
+        out_channels, in_channels, x_scale, x_zero_point, packed.data_ptr(),
+    )  # fmt: skip
+    return packed
+
+
+def _own_conv(
+    x: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
+    x_scale: float, x_zero_point: int, residual: torch.Tensor | None, clamp: tuple[float, float],
+) -> torch.Tensor:  # fmt: skip
+    """The call on fxopt's kernel: x a 4-D float32 or bfloat16 CPU tensor."""
+    batch, _, height, width = x.shape
+    out_channels, in_channels = values.shape[0], values.shape[1]
+    quantization = (x_scale, x_zero_point)
+    packed = _OWN_PACKED.get(values, (scales, bias), quantization, _own_pack, values, scales, bias, *quantization)
+    x = x.contiguous(memory_format=torch.channels_last)
+    if residual is not None:
+        residual = residual.to(dtype=x.dtype, memory_format=torch.channels_last)
+    y = torch.empty(batch, out_channels, height, width, dtype=x.dtype, memory_format=torch.channels_last)
+    _core.int8_pointwise_conv(
+        [batch * height * width, in_channels, out_channels], clamp[0], clamp[1], x.dtype == torch.bfloat16,
+        x.data_ptr(), x_scale, x_zero_point, packed.data_ptr(),
+        0 if residual is None else residual.data_ptr(), y.data_ptr(), torch.get_num_threads(),
+    )  # fmt: skip
+    return y
 
 
 def _pack(
@@ -105,6 +168,7 @@ def int8_conv2d(
     scalars: Sequence[float],
     algorithm: str | None,
     residual_dies: bool = False,
+    kernel: str = "onednn",
 ) -> torch.Tensor:
     """attr(conv2d(q(x), values * scales[:, None, None, None], bias, stride, padding, dilation,
     groups) [+ residual]) in x's dtype, q(x) = (quantize_u8(x) - x_zero_point) * x_scale.
@@ -114,14 +178,17 @@ def int8_conv2d(
     `algorithm` name the activation as oneDNN does ("none", "relu", "hardtanh" with [0, 6],
     "hardswish", "swish"; "relu" or "none" with a residual). The result is channels-last.
     `residual_dies`: nothing reads the residual after this call, which may then write into it.
+    `kernel`: one of KERNELS; a call fxopt's kernel does not take (`_own_clamp`) runs on oneDNN's.
     """
     if x.dim() == 3:
         unbatched = None if residual is None else residual[None]
         batch = int8_conv2d(
             x[None], values, scales, bias, stride, padding, dilation, groups, x_scale, x_zero_point,
-            unbatched, attr, scalars, algorithm, residual_dies,
+            unbatched, attr, scalars, algorithm, residual_dies, kernel,
         )
         return batch[0]
+    if kernel not in KERNELS:
+        raise ValueError(f"int8_conv2d: kernel {kernel!r}, expected one of {', '.join(KERNELS)}")
     if values.dtype != torch.int8 or scales.dtype != torch.float32 or values.dim() != 4:
         raise TypeError(
             f"int8_conv2d: 4-D int8 values and float32 scales, not {values.dtype} {tuple(values.shape)}, {scales.dtype}"
@@ -129,6 +196,10 @@ def int8_conv2d(
     if x.dim() != 4 or not x.is_cpu or not x.is_floating_point():
         raise TypeError(f"int8_conv2d: a 4-D float CPU input, not {x.dtype} {tuple(x.shape)} on {x.device}")
     work = x if x.dtype in _KERNEL_DTYPES else x.float()
+    clamp = _own_clamp(values, stride, padding, groups, attr, scalars) if kernel == "fxopt" else None
+    if clamp is not None:
+        y = _own_conv(work, values, scales, bias, x_scale, x_zero_point, residual, clamp)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
     work = work.contiguous(memory_format=torch.channels_last)
     geometry = (list(stride), list(padding), list(dilation), groups)
     with torch.no_grad():

@@ -9,7 +9,8 @@ QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthw
 passes make of it, FuseDepthwiseConv's query; the same for a 1x1 convolution
 (kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query. And
 `float32_fxopt` / `bfloat16_fxopt` for QuantizeConvsInt8's query: a convolution one of those
-kernels takes, left in float, as they run it.
+kernels takes, left in float, as they run it; and `int8_fxopt`, its int8 call on fxopt's 1x1
+kernel (kernels/int8_pointwise_conv.h, AVX512-VNNI).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .kernels import (
     Weights,
     _conv_left,
     _conv_operands,
+    int8_conv,
     random_operand,
     register,
 )
@@ -165,3 +167,4 @@ def _own_conv(problem: Problem) -> Runner:
 
 register("int8_conv2d", "float32_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
 register("int8_conv2d", "bfloat16_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
+register("int8_conv2d", "int8_fxopt", _core.int8_pointwise_conv_vectorized, int8_conv("fxopt"))

@@ -388,9 +388,14 @@ def _conv_left(problem: Problem) -> Runner:
     return _conv(fused=True if hardware.onednn_conv_available() else None)(problem)
 
 
-def _int8_conv(problem: Problem) -> Runner:
-    """QuantizeConvsInt8's call: the input quantized to uint8 at run time, the weight int8 per
-    output channel, the add and the activation in the same call."""
+def int8_conv(kernel: str) -> Builder:
+    """QuantizeConvsInt8's call on `kernel` (static_int8_conv.KERNELS): the input quantized to
+    uint8 at run time, the weight int8 per output channel, the add and the activation in the
+    same call."""
+    return partial(_int8_conv, kernel)
+
+
+def _int8_conv(kernel: str, problem: Problem) -> Runner:
     o = _conv_operands(problem)
     values, scales = static_int8_conv.quantize_weight(o.weight)
     bias = None if o.bias is None else o.bias.float()
@@ -401,8 +406,9 @@ def _int8_conv(problem: Problem) -> Runner:
     def run(w: Weights) -> torch.Tensor:
         values, scales, bias = w
         return static_int8_conv.int8_conv2d(
-            o.x, values, scales, bias, *o.geometry, x_scale, zero_point, o.residual, attr, scalars, algorithm, owned
-        )
+            o.x, values, scales, bias, *o.geometry, x_scale, zero_point, o.residual, attr, scalars, algorithm, owned,
+            kernel,
+        )  # fmt: skip
 
     return Runner(run, (values, scales, bias))
 
@@ -443,7 +449,7 @@ register("conv2d", "onednn", hardware.onednn_conv_available, _conv(fused=False))
 register("conv2d", "onednn_fused", hardware.onednn_conv_available, _conv(fused=True))
 register("int8_conv2d", "float32", _always, _conv_left)
 register("int8_conv2d", "bfloat16", _always, _conv_left)  # the convolution left to a bfloat16 lowering
-register("int8_conv2d", "int8_onednn", static_int8_conv.available, _int8_conv)
+register("int8_conv2d", "int8_onednn", static_int8_conv.available, int8_conv("onednn"))
 register("int8_linear", "float32", _always, _linear_left)
 register("int8_linear", "bfloat16", _always, _linear_left)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", per_token_int8.available, _int8_kernel("int8_per_token"))
