@@ -13,8 +13,16 @@ const ModuleInfo* Program::module(Symbol path) const {
 }
 
 const TensorInfo* Program::attribute(Symbol path) const {
-  auto it = attributes.find(path.str());
-  return it == attributes.end() ? nullptr : &it->second;
+  const std::string& name = path.str();
+  if (auto it = attributes.find(name); it != attributes.end()) return &it->second;
+  // A parameter or buffer of a submodule the graph calls, which a pass of this run read with a
+  // get_attr of its own (a Linear module fused into one call reads its weight so).
+  size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  auto owner = modules.find(name.substr(0, dot));
+  if (owner == modules.end()) return nullptr;
+  const TensorInfo* tensor = owner->second.tensor(name.substr(dot + 1));
+  return tensor && tensor->present() ? tensor : nullptr;
 }
 
 std::string Program::unique_path(const std::string& base) {

@@ -55,6 +55,8 @@ struct Program {
   std::string_view dtype_of(const Arg& value) const;
 
   const ModuleInfo* module(Symbol path) const;
+  // The tensor a get_attr of `path` reads: an attribute's, or a called submodule's parameter or
+  // buffer; nullptr if neither is known.
   const TensorInfo* attribute(Symbol path) const;
   // `base`, or `base_1`, `base_2`, ... whichever is not taken yet; reserves the result.
   std::string unique_path(const std::string& base);

@@ -15,6 +15,10 @@
 #define FXOPT_AVX512 __attribute__((target("avx512f")))
 #define FXOPT_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FXOPT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+// Both: a template instantiated for CPUs with and without AVX512-BF16 (run on the latter only
+// where it emits no bfloat16 instruction, has_avx512_bf16 deciding which).
+#define FXOPT_AVX512_VNNI_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16")))
 
 namespace fxopt {
 

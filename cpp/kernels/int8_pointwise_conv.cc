@@ -99,7 +99,7 @@ void portable_rows(const Call& c, const uint8_t* q, int64_t stride, int64_t firs
     }
 }
 
-#ifdef FXOPT_AVX512_VNNI
+#ifdef FXOPT_AVX512_VNNI_BF16
 namespace avx512_vnni {
 
 // What every step of one output block shares.
@@ -109,7 +109,7 @@ struct Block {
   __mmask16 masks[2];    // the channels of each vector that exist
 };
 
-FXOPT_AVX512_VNNI __m512 load16(const void* v, RowDtype dtype, int64_t at, __mmask16 mask) {
+FXOPT_AVX512_VNNI_BF16 __m512 load16(const void* v, RowDtype dtype, int64_t at, __mmask16 mask) {
   if (dtype == RowDtype::Float32)
     return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(v) + at);
   __m256i halves = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(v) + at);
@@ -117,8 +117,11 @@ FXOPT_AVX512_VNNI __m512 load16(const void* v, RowDtype dtype, int64_t at, __mma
 }
 
 // float32 to bfloat16, rounded to nearest even, NaN kept a (quiet) NaN: float_to_bfloat16 on
-// sixteen lanes, with no need for AVX512-BF16.
-FXOPT_AVX512_VNNI __m256i to_bfloat16(__m512 v) {
+// sixteen lanes, in one instruction with AVX512-BF16 (subnormal results then flush to zero),
+// else in integer steps (a CPU with VNNI and no BF16: Cascade Lake, Ice Lake).
+template <bool kBf16>
+FXOPT_AVX512_VNNI_BF16 __m256i to_bfloat16(__m512 v) {
+  if constexpr (kBf16) return (__m256i)_mm512_cvtneps_pbh(v);
   __m512i bits = _mm512_castps_si512(v);
   __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
   __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
@@ -127,18 +130,20 @@ FXOPT_AVX512_VNNI __m256i to_bfloat16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
 }
 
-FXOPT_AVX512_VNNI void store16(void* v, RowDtype dtype, int64_t at, __mmask16 mask, __m512 value) {
+template <bool kBf16>
+FXOPT_AVX512_VNNI_BF16 void store16(void* v, RowDtype dtype, int64_t at, __mmask16 mask,
+                                    __m512 value) {
   if (dtype == RowDtype::Float32)
     _mm512_mask_storeu_ps(static_cast<float*>(v) + at, mask, value);
   else
-    _mm256_mask_storeu_epi16(static_cast<uint16_t*>(v) + at, mask, to_bfloat16(value));
+    _mm256_mask_storeu_epi16(static_cast<uint16_t*>(v) + at, mask, to_bfloat16<kBf16>(value));
 }
 
 // Pixels [p, p + R) of one block, C vectors of it, from their quantized rows q (the chunk's
 // row p0 first): R x C int32 sums in registers, one broadcast quad of inputs per pixel a step.
-template <int R, int C>
-FXOPT_AVX512_VNNI void tile(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
-                            const Block& b, int64_t p) {
+template <bool kBf16, int R, int C>
+FXOPT_AVX512_VNNI_BF16 void tile(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
+                                 const Block& b, int64_t p) {
   const int64_t quad_count = stride / 4, out = c.s.out_channels;
   __m512i sums[R][C];
   for (int r = 0; r < R; ++r)
@@ -164,33 +169,34 @@ FXOPT_AVX512_VNNI void tile(const Call& c, const uint8_t* q, int64_t stride, int
       if (c.residual) value = _mm512_add_ps(value, load16(c.residual, c.dtype, at, b.masks[v]));
       // max / min return their second operand when either is NaN: value, so NaN stays NaN.
       value = _mm512_min_ps(upper, _mm512_max_ps(lower, value));
-      store16(c.y, c.dtype, at, b.masks[v], value);
+      store16<kBf16>(c.y, c.dtype, at, b.masks[v], value);
     }
   }
 }
 
 // The last pixels of a chunk, fewer than a whole step: tile<rest, C>.
-template <int C, int R>
-FXOPT_AVX512_VNNI void rest(int64_t count, const Call& c, const uint8_t* q, int64_t stride,
-                            int64_t p0, const Block& b, int64_t p) {
+template <bool kBf16, int C, int R>
+FXOPT_AVX512_VNNI_BF16 void rest(int64_t count, const Call& c, const uint8_t* q, int64_t stride,
+                                 int64_t p0, const Block& b, int64_t p) {
   if constexpr (R > 0) {
-    if (count == R) return tile<R, C>(c, q, stride, p0, b, p);
-    rest<C, R - 1>(count, c, q, stride, p0, b, p);
+    if (count == R) return tile<kBf16, R, C>(c, q, stride, p0, b, p);
+    rest<kBf16, C, R - 1>(count, c, q, stride, p0, b, p);
   }
 }
 
 // Twelve sums in registers either way: six pixels of 32 channels, or twelve of 16.
-template <int C>
-FXOPT_AVX512_VNNI void block_rows(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
-                                  int64_t count, const Block& b) {
+template <bool kBf16, int C>
+FXOPT_AVX512_VNNI_BF16 void block_rows(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
+                                       int64_t count, const Block& b) {
   constexpr int kStep = C == 2 ? kRows : 2 * kRows;
   int64_t p = p0;
-  for (; p + kStep <= p0 + count; p += kStep) tile<kStep, C>(c, q, stride, p0, b, p);
-  rest<C, kStep - 1>(p0 + count - p, c, q, stride, p0, b, p);
+  for (; p + kStep <= p0 + count; p += kStep) tile<kBf16, kStep, C>(c, q, stride, p0, b, p);
+  rest<kBf16, C, kStep - 1>(p0 + count - p, c, q, stride, p0, b, p);
 }
 
-FXOPT_AVX512_VNNI void rows(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
-                            int64_t count) {
+template <bool kBf16>
+FXOPT_AVX512_VNNI_BF16 void rows(const Call& c, const uint8_t* q, int64_t stride, int64_t p0,
+                                 int64_t count) {
   const int64_t quad_count = stride / 4, out = c.s.out_channels;
   for (int64_t block = 0; block < blocks(out); ++block) {
     const int64_t n0 = block * kBlock, left = std::min(kBlock, out - n0);
@@ -199,9 +205,9 @@ FXOPT_AVX512_VNNI void rows(const Call& c, const uint8_t* q, int64_t stride, int
     };
     Block b{c.w.weight + block * quad_count * kBlock * 4, n0, {mask(left), mask(left - 16)}};
     if (left > 16)
-      block_rows<2>(c, q, stride, p0, count, b);
+      block_rows<kBf16, 2>(c, q, stride, p0, count, b);
     else
-      block_rows<1>(c, q, stride, p0, count, b);
+      block_rows<kBf16, 1>(c, q, stride, p0, count, b);
   }
 }
 
@@ -253,9 +259,12 @@ void int8_pointwise_conv(const PointwiseConv& s, const void* x, RowDtype dtype, 
                for (int64_t p0 = begin; p0 < end; p0 += chunk) {
                  const int64_t count = std::min(chunk, end - p0);
                  quantize_rows(c, p0, count, stride, q.data());
-#ifdef FXOPT_AVX512_VNNI
+#ifdef FXOPT_AVX512_VNNI_BF16
                  if (has_avx512_vnni()) {
-                   avx512_vnni::rows(c, q.data(), stride, p0, count);
+                   if (has_avx512_bf16())
+                     avx512_vnni::rows<true>(c, q.data(), stride, p0, count);
+                   else
+                     avx512_vnni::rows<false>(c, q.data(), stride, p0, count);
                    continue;
                  }
 #endif
@@ -265,7 +274,7 @@ void int8_pointwise_conv(const PointwiseConv& s, const void* x, RowDtype dtype, 
 }
 
 bool int8_pointwise_conv_vectorized() {
-#ifdef FXOPT_AVX512_VNNI
+#ifdef FXOPT_AVX512_VNNI_BF16
   return has_avx512_vnni();
 #else
   return false;

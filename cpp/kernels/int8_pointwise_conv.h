@@ -21,7 +21,8 @@
 // becomes float32 once: y = sum * scale[n] + shift[n]. AVX512-VNNI where the CPU has it (under
 // a oneDNN ISA cap: kernels/cpu_dispatch.h); plain C++ loops elsewhere, correct but slow (the
 // pass never picks them). float32 or bfloat16 input, output and residual (all one dtype);
-// bfloat16 results rounded to nearest even from the float32 value.
+// bfloat16 results rounded to nearest even from the float32 value (with AVX512-BF16's
+// conversion where the CPU has it, which flushes subnormal results to zero).
 #pragma once
 
 #include <cstdint>

@@ -64,7 +64,9 @@ bool needs_matching_float_operands(const Program& program, const Node& node) {
 bool follows_first_operand(const Node& node) {
   return node.is(NodeKind::CallFunction, targets::kDynamicInt8Linear) ||
          node.is(NodeKind::CallFunction, targets::kPerTokenInt8Linear) ||
-         node.is(NodeKind::CallFunction, targets::kInt8Conv2d);
+         node.is(NodeKind::CallFunction, targets::kInt8Conv2d) ||
+         node.is(NodeKind::CallFunction, targets::kInt8WeightLinear) ||
+         node.is(NodeKind::CallFunction, targets::kInt4WeightLinear);
 }
 
 std::string_view explicit_result_dtype(const Program& program, const Node& node) {

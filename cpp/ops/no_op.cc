@@ -84,18 +84,19 @@ bool contiguous_producer(const Program& program, const Node& node) {
 }
 
 // A cast whose result has its input's dtype and device.
-bool same_dtype_and_device(const Program& program, const Node& node, const Node& input,
-                           bool* copies, std::string* why_not) {
+bool same_dtype_and_device(const Program& program, const ValueDtypes& dtypes, const Node& node,
+                           const Node& input, bool* copies, std::string* why_not) {
   std::string_view to = explicit_result_dtype(program, node);
-  if (to.empty()) to = node.dtype();
-  if (to.empty() || input.dtype().empty()) {
+  if (to.empty()) to = dtypes.of(&node);
+  std::string_view from = dtypes.of(&input);
+  if (to.empty() || from.empty()) {
     *why_not =
         "the dtypes it casts between are not recorded (trace with torch.export, or run "
         "ShapeProp)";
     return false;
   }
-  if (to != input.dtype()) {
-    *why_not = "casts " + input.dtype() + " to " + std::string(to);
+  if (to != from) {
+    *why_not = "casts " + std::string(from) + " to " + std::string(to);
     return false;
   }
   // Anything but the input, dtypes and flags may name a device (or a tensor to follow).
@@ -168,7 +169,8 @@ std::vector<Trigger> no_op_triggers() {
   return triggers;
 }
 
-std::optional<NoOp> as_no_op(const Program& program, const Node& node, std::string* why_not) {
+std::optional<NoOp> as_no_op(const Program& program, const ValueDtypes& dtypes, const Node& node,
+                             std::string* why_not) {
   std::optional<Form> form = form_of(program, node);
   if (!form) return std::nullopt;
   if (*form == Form::Dropout) {
@@ -206,7 +208,8 @@ std::optional<NoOp> as_no_op(const Program& program, const Node& node, std::stri
       break;
     case Form::Cast:
     case Form::Copy:
-      if (!same_dtype_and_device(program, node, *input, &copies, why_not)) return std::nullopt;
+      if (!same_dtype_and_device(program, dtypes, node, *input, &copies, why_not))
+        return std::nullopt;
       break;
     case Form::Reshape:
     case Form::Expand:

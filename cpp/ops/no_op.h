@@ -15,8 +15,9 @@
 //                                                                                  aten._to_copy
 //   reshape to the same shape     x.view(...), x.reshape(...), x.expand(...),      aten.view / reshape /
 //                                 torch.reshape                                    _unsafe_view / expand
-// Dtypes, devices and shapes come from what fx recorded (Node::dtype / device / shape: export's
-// meta["val"], ShapeProp's tensor_meta, which has no device) or from a dtype the call names;
+// Devices and shapes come from what fx recorded (Node::device / shape: export's meta["val"],
+// ShapeProp's tensor_meta, which has no device), dtypes from the graph as it runs now
+// (ops/value_dtype.h: after a lowering, a value recorded float32 may be bfloat16);
 // a cast that may move the value to another device needs both devices recorded. Shapes count
 // only when every size is static. A memory_format argument is never taken as a no-op.
 #pragma once
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "ir/trigger.h"
+#include "ops/value_dtype.h"
 
 namespace fxopt {
 
@@ -39,6 +41,7 @@ struct NoOp {
 // Every (kind, target) that may be a no-op; call_module triggers name module types.
 std::vector<Trigger> no_op_triggers();
 // The view of `node`, or nullopt with `why_not` saying why it is not (or not provably) a no-op.
-std::optional<NoOp> as_no_op(const Program& program, const Node& node, std::string* why_not);
+std::optional<NoOp> as_no_op(const Program& program, const ValueDtypes& dtypes, const Node& node,
+                             std::string* why_not);
 
 }  // namespace fxopt

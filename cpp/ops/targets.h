@@ -53,6 +53,12 @@ inline const Symbol kPerTokenInt8Linear =
     Symbol::intern("fxopt.runtime.per_token_int8.per_token_int8_linear");
 inline const Symbol kDynamicInt8Linear =
     Symbol::intern("fxopt.runtime.dynamic_int8.dynamic_int8_linear");
+// QuantizeLinearsWeightOnly's calls of fxopt's own weight-only kernels (kernels/int8_weight_mm.h,
+// int4_weight_mm.h through python/fxopt/runtime/int8_weight_linear.py, int4_weight_linear.py).
+inline const Symbol kInt8WeightLinear =
+    Symbol::intern("fxopt.runtime.int8_weight_linear.int8_weight_linear");
+inline const Symbol kInt4WeightLinear =
+    Symbol::intern("fxopt.runtime.int4_weight_linear.int4_weight_linear");
 // QuantizeConvsInt8's call: oneDNN's int8 convolution on activations quantized with calibrated
 // scales (python/fxopt/runtime/static_int8_conv.py).
 inline const Symbol kInt8Conv2d = Symbol::intern("fxopt.runtime.static_int8_conv.int8_conv2d");

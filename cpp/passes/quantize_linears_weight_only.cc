@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/targets.h"
 #include "passes/linear_chain.h"
 #include "passes/linear_choice.h"
 #include "passes/linear_rewrite.h"
@@ -17,9 +18,8 @@ namespace {
 const Symbol kToCopy = Symbol::intern("aten._to_copy.default");
 const Symbol kInt8PackMm = Symbol::intern("aten._weight_int8pack_mm.default");
 const Symbol kInt4PackMm = Symbol::intern("aten._weight_int4pack_mm_for_cpu.default");
-// fxopt's own kernels (kernels/int8_weight_mm.h, int4_weight_mm.h) through their Python wrappers.
-const Symbol kOwnInt8Mm = Symbol::intern("fxopt.runtime.int8_weight_linear.int8_weight_linear");
-const Symbol kOwnInt4Mm = Symbol::intern("fxopt.runtime.int4_weight_linear.int4_weight_linear");
+using targets::kInt4WeightLinear;
+using targets::kInt8WeightLinear;
 
 const char* const kWhat = "weight-only quantized Linear";
 
@@ -31,8 +31,8 @@ constexpr RecordKey<bool> kOwnKernel{"own_kernel"};  // fxopt's kernel, not ATen
 
 // The product a chain calls.
 Symbol product(int64_t bits, bool own_kernel) {
-  if (bits == 4) return own_kernel ? kOwnInt4Mm : kInt4PackMm;
-  return own_kernel ? kOwnInt8Mm : kInt8PackMm;
+  if (bits == 4) return own_kernel ? kInt4WeightLinear : kInt4PackMm;
+  return own_kernel ? kInt8WeightLinear : kInt8PackMm;
 }
 
 Kwargs dtype_kwarg(const Arg& dtype) {

@@ -9,11 +9,14 @@ namespace fxopt {
 
 std::vector<Trigger> RemoveNoOps::triggers() const { return no_op_triggers(); }
 
-void RemoveNoOps::begin(const Program& program) const { written_ = written_in_place(program); }
+void RemoveNoOps::begin(const Program& program) const {
+  written_ = written_in_place(program);
+  dtypes_.emplace(program);
+}
 
 void RemoveNoOps::rewrite(PassContext& ctx, Node* node) const {
   std::string why_not;
-  std::optional<NoOp> no_op = as_no_op(ctx.rewriter.program(), *node, &why_not);
+  std::optional<NoOp> no_op = as_no_op(ctx.rewriter.program(), *dtypes_, *node, &why_not);
   if (!no_op) return ctx.skip(*node, why_not.empty() ? "not a no-op" : why_not);
   if (no_op->copies) {
     if (written_.contains(node) || written_.contains(no_op->input))

@@ -19,8 +19,10 @@
 // and lets pattern passes (attention, Linear recognition) see through them.
 #pragma once
 
+#include <optional>
 #include <unordered_set>
 
+#include "ops/value_dtype.h"
 #include "rewrite/pass.h"
 
 namespace fxopt {
@@ -33,6 +35,7 @@ class RemoveNoOps final : public Pass {
 
  private:
   mutable std::unordered_set<const Node*> written_;  // per run: values written in place
+  mutable std::optional<ValueDtypes> dtypes_;        // per run: the dtypes as the graph runs
 };
 
 }  // namespace fxopt

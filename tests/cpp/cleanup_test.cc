@@ -287,8 +287,14 @@ TEST_F(CleanupTest, NoOpsThatAreNotProvablySoStay) {
   Node* reshaped = b.call("view", "aten.view.default", {x, List{{3, 2}}});
   program.graph.set_value_info(reshaped, "float32", {3, 2}, "cpu");
   Node* dynamic = b.call("view_1", "aten.view.default", {unknown, List{{-1}}});
+  // A lowered graph: the value a bfloat16 cast feeds is still recorded float32 (the trace's
+  // fact), so the cast back to float32 at its end is no no-op.
+  Node* low = b.call("to_3", "aten.to.dtype", {x, dtype("bfloat16")});
+  Node* gelu = b.call("gelu", "aten.gelu.default", {low});
+  program.graph.set_value_info(gelu, "float32", {2, 3}, "cpu");
+  Node* back = b.call("to_4", "aten.to.dtype", {gelu, dtype("float32")});
   b.output(Tuple{{d3, cast, moved, unknown_cast, maybe_moved, format, returned, write, strided,
-                  reshaped, dynamic}});
+                  reshaped, dynamic, back}});
   auto graph_before = structure();
 
   PassResult forward = apply<RemoveNoOps>();
@@ -311,6 +317,8 @@ TEST_F(CleanupTest, NoOpsThatAreNotProvablySoStay) {
           "are known to be)",
           "view: changes the shape",
           "view_1: its input's or result's shape is not recorded with static sizes",
+          "to_3: casts float32 to bfloat16",
+          "to_4: casts bfloat16 to float32",
       }));
   EXPECT_EQ(structure(), graph_before);
 }

@@ -438,8 +438,11 @@ def check(source: str, dtype: str, x: torch.Tensor, mode: str, passes: list[str]
             out = composition(copy.deepcopy(gm) if inplace else gm)
             if gm.code != code or _same_state(state, _state(gm)):
                 return "transform changed its input GraphModule"
-            if composition.preserves_computation and not _close(eager, _flat(out(x))):
+            got = _flat(out(x))  # every result runs, whether it preserves the computation or not
+            if composition.preserves_computation and not _close(eager, got):
                 return "outputs differ from eager beyond tolerance"
+            if [(t.shape, t.dtype) for t in got] != [(t.shape, t.dtype) for t in eager]:
+                return "outputs changed their shapes or dtypes"
             if _in_place_adds_differ(out, x):
                 return "an int8 convolution adding into its residual changed the outputs"
             if inplace and len(members) > 1:

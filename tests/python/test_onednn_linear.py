@@ -199,3 +199,55 @@ def test_a_weight_made_under_inference_mode_is_packed_too() -> None:
         weight, x = torch.randn(8, 4), torch.randn(3, 4)
         for _ in range(2):
             torch.testing.assert_close(linear_pointwise(x, weight, None, "none", [], None), x @ weight.T)
+
+
+@pytest.mark.parametrize(("attr", "scalars", "algorithm", "reference"), [
+    ("none", [], None, lambda y: y),
+    ("gelu", [], "tanh", lambda y: torch.nn.functional.gelu(y, approximate="tanh")),
+    ("gelu", [], "none", torch.nn.functional.gelu),
+    ("relu", [], None, torch.relu),
+    ("hardtanh", [0.0, 6.0], None, torch.nn.functional.relu6),
+    ("swish", [], None, torch.nn.functional.silu),
+    ("sigmoid", [], None, torch.sigmoid),
+    ("tanh", [], None, torch.tanh),
+    ("hardswish", [], None, torch.nn.functional.hardswish),
+])  # fmt: skip
+def test_where_onednn_refuses_the_dtype_aten_computes_the_same(monkeypatch, attr, scalars, algorithm, reference) -> None:  # type: ignore[no-untyped-def]
+    """A call in a dtype this CPU's oneDNN refuses (float16 without AVX512-FP16, a graph loaded
+    on another CPU) runs ATen's linear and activation: what oneDNN computes, up to rounding.
+    Refusal is simulated for float32 here, so the two paths meet on every CPU."""
+    from fxopt.runtime import onednn_fallback
+
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(5, 16), torch.randn(24, 16), torch.randn(24)
+    onednn = linear_pointwise(x, weight, bias, attr, scalars, algorithm)
+    monkeypatch.setitem(onednn_fallback._RUNS, ("linear", torch.float32), False)
+    aten = linear_pointwise(x, weight, bias, attr, scalars, algorithm)
+    torch.testing.assert_close(aten, onednn, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(aten, reference(torch.nn.functional.linear(x, weight, bias)))
+    with pytest.raises(ValueError, match="post-op 'elu'"):
+        linear_pointwise(x, weight, bias, "elu", [], None)
+
+
+def test_lowered_to_float16_after_the_fusion_the_graph_runs() -> None:
+    """compose(FuseLinearActivationOneDnn(), ChangePrecision(torch.float16)) on a module-level
+    graph: the fused calls read the modules' weights through get_attr nodes the fusion made,
+    which the lowering casts with their input (one dtype per call), and each call runs, on
+    oneDNN where it takes float16, else on ATen; outputs float32 and close to eager's."""
+    from fxopt.optimization import compose
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    model = MLP().eval()
+    x = torch.randn(2, 5, 16)
+    gm = fxopt.trace(model, mode="symbolic")
+    ShapeProp(gm).propagate(x)  # the dtypes a lowering needs
+    out = compose(FuseLinearActivationOneDnn(), ChangePrecision(torch.float16), inplace=False)(gm)
+    assert fused(out)
+    with torch.no_grad():
+        ShapeProp(out).propagate(x)  # runs it, recording each value's dtype
+        y = out(x)
+    for call in fused(out):
+        operands = [a for a in call.args[:3] if isinstance(a, torch.fx.Node)]
+        assert {a.meta["tensor_meta"].dtype for a in operands} == {torch.float16}, call.name
+    assert y.dtype == torch.float32
+    assert_close_relative(y, model(x), 1e-2)

@@ -183,7 +183,7 @@ def test_fxopts_int4_kernel_refuses_what_it_cannot_read() -> None:
     with pytest.raises(ValueError):
         int4_weight_linear(torch.ones(2, 64), packed, torch.zeros(4, 2, 3, dtype=torch.float16))  # groups of 64 / 3
     with pytest.raises(TypeError):
-        int4_weight_linear(torch.ones(2, 64, dtype=torch.bfloat16), packed, params)
+        int4_weight_linear(torch.ones(2, 64, dtype=torch.int32), packed, params)  # float activations only
 
 
 def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
@@ -197,6 +197,29 @@ def test_fxopts_int8_kernel_refuses_what_it_cannot_read() -> None:
         int8_weight_linear(torch.ones(2, 8), weight.float(), scales)
     with pytest.raises(ValueError):
         int8_weight_linear(torch.ones(2, 8), weight.t().contiguous().t(), scales)
+    with pytest.raises(TypeError):
+        int8_weight_linear(torch.ones(2, 8, dtype=torch.int32), weight, scales)  # float activations only
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fxopts_weight_only_kernels_return_narrow_activations_dtype(dtype: torch.dtype) -> None:
+    """In a graph lowered after QuantizeLinearsWeightOnly (ChangePrecision), the kernels get
+    bfloat16 or float16 activations: computed in float32 as the widened values, returned in
+    the activations' dtype (the scales stay float32, the int4 parameters float16)."""
+    from fxopt.engine.tensor_ops import TorchTensorOps
+    from fxopt.runtime.int4_weight_linear import int4_weight_linear
+    from fxopt.runtime.int8_weight_linear import int8_weight_linear
+
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 64).to(dtype), torch.randn(16, 64)
+    values, scales = TorchTensorOps().quantize_rows_int8(w)
+    packed, params = TorchTensorOps().quantize_groups_int4(w, 32, "fxopt")
+    for y, wide in (
+        (int8_weight_linear(x, values, scales), int8_weight_linear(x.float(), values, scales)),
+        (int4_weight_linear(x, packed, params), int4_weight_linear(x.float(), packed, params)),
+    ):
+        assert y.dtype == dtype
+        assert torch.equal(y, wide.to(dtype))
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from .kernel_input import kernel_input, kernel_output
+from .kernel_input import kernel_input, kernel_output, kernel_result
 from . import graph_leaf
 
 
 @graph_leaf
 def int4_weight_linear(x: torch.Tensor, packed: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
-    """x [..., k] float32 @ (the int4 weight [n, k] of packed and params)ᵀ -> [..., n] float32."""
+    """x [..., k] @ (the int4 weight [n, k] of packed and params)ᵀ -> [..., n], computed in float32
+    (bfloat16 and float16 x: widened, the result in their dtype)."""
     n, half = packed.shape
     k = 2 * half
     groups = params.shape[-1] if params.dim() == 3 else 0
@@ -29,7 +30,7 @@ def int4_weight_linear(x: torch.Tensor, packed: torch.Tensor, params: torch.Tens
         raise ValueError(f"int4_weight_linear: packed {tuple(packed.shape)}, params {tuple(params.shape)}")
     if not (packed.is_contiguous() and params.is_contiguous()):
         raise ValueError("int4_weight_linear: packed and params contiguous")
-    x = kernel_input("int4_weight_linear", x, k)
+    given, x = x, kernel_input("int4_weight_linear", x, k)
     y = kernel_output(x, n)
     _core.int4_weight_mm(
         x.data_ptr(),
@@ -42,4 +43,4 @@ def int4_weight_linear(x: torch.Tensor, packed: torch.Tensor, params: torch.Tens
         y.data_ptr(),
         torch.get_num_threads(),
     )
-    return y
+    return kernel_result(y, given)

@@ -32,14 +32,14 @@ TIMING = "evicted+streamed"
 """How measure.py times (each call after a cache eviction, a Linear of a few tokens on weights
 streamed from memory): choices timed another way are not reused."""
 
-KERNELS = "k7"
+KERNELS = "k8"
 """The revision of the candidates' kernels, raised whenever one of them changes what it runs
 (k2: oneDNN's linear on a weight packed once; fxopt's int8 kernel prefetching into L2; k3: the
 per-token int8 Linear in fxopt's kernels, in the activations' dtype; k5: the int8 Linears timed
 with the outlier channels a query names; k6: the per-token int8 Linear on AVX2-only CPUs, with
 fxopt's exact product; k7: that product prefetching the weight, the per-token GELU cheaper,
-the float32 attention's unmasked softmax in one pass), so a choice measured on the old kernel
-is not reused."""
+the float32 attention's unmasked softmax in one pass; k8: fxopt's int8 1x1 convolution),
+so a choice measured on the old kernel is not reused."""
 
 
 def machine_key() -> str:
