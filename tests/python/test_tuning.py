@@ -215,6 +215,27 @@ def test_every_timed_call_follows_a_cache_eviction(monkeypatch):
     assert "evicted" in machine_key()  # choices timed back to back are not reused
 
 
+def test_a_convolutions_activations_are_read_back_after_each_eviction(monkeypatch):
+    """A convolution's input comes hot from the op before it in a forward (hundreds of kilobytes
+    at MobileNetV2's early sizes), its weight does not: each timed call of a convolution
+    candidate follows an eviction, then a read of its input and residual; a Linear's candidates
+    carry no activations to read."""
+    events: list[str] = []
+    monkeypatch.setattr(measure, "_evict", lambda: events.append("evict"))
+    read = measure._read
+    monkeypatch.setattr(measure, "_read", lambda tensors: (events.append(f"read {len(tensors)}"), read(tensors)))
+    problem = kernels.Problem("conv2d", (1, 8, 6, 6, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1), "float32", "relu,add")
+    runner = kernels.kernel("conv2d", "aten").build(problem)
+    assert len(runner.activations) == 2 and all(t is not None for t in runner.activations)
+    calls = []
+    timed = kernels.Runner(lambda w: (calls.append(len(events)), runner.run(w))[1], runner.weights, runner.activations)
+    measure.best_times({"conv": timed}, rounds=2)
+    # Every call but the first (an untimed warm-up) right after an eviction and the read.
+    assert all(events[at - 2 : at] == ["evict", "read 2"] for at in calls[1:])
+    linear = kernels.kernel("linear", "aten").build(kernels.Problem("linear", (16, 32, 64), "float32", "none"))
+    assert linear.activations == ()
+
+
 def test_streaming_cycles_through_copies_beyond_the_last_level_cache(monkeypatch):
     """A decoding step reads each weight from memory: a Linear of a few tokens is timed on copies
     of its weights, more than the last-level cache in all, each run in turn with the same result."""

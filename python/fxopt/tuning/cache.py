@@ -28,9 +28,10 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "fxopt"
 
 
-TIMING = "evicted+streamed"
-"""How measure.py times (each call after a cache eviction, a Linear of a few tokens on weights
-streamed from memory): choices timed another way are not reused."""
+TIMING = "evicted+hot-activations+streamed"
+"""How measure.py times (each call after a cache eviction, a convolution's activations read
+back after it, a Linear of a few tokens on weights streamed from memory): choices timed another
+way are not reused."""
 
 KERNELS = "k8"
 """The revision of the candidates' kernels, raised whenever one of them changes what it runs

@@ -105,7 +105,9 @@ def _depthwise(own: bool) -> Builder:
         stride, sides = [sh, sw], [top, bottom, left, right]
         if own:
             lower, upper = _CLAMPS[activation]
-            return Runner(lambda wb: depthwise_conv2d(x, wb[0], wb[1], stride, sides, lower, upper), (weight, bias))
+            return Runner(
+                lambda wb: depthwise_conv2d(x, wb[0], wb[1], stride, sides, lower, upper), (weight, bias), (x,)
+            )
         symmetric = top == bottom and left == right
         padding = [top, left] if symmetric else [0, 0]
         attr, scalars, algorithm = _POST_OPS.get(activation, ("none", [], None))
@@ -119,7 +121,7 @@ def _depthwise(own: bool) -> Builder:
                 )
             return act(F.conv2d(image, wb[0], wb[1], stride, padding, 1, c))
 
-        return Runner(left_as_it_is, (weight, bias))
+        return Runner(left_as_it_is, (weight, bias), (x,))
 
     return build
 
@@ -133,7 +135,9 @@ def _pointwise(problem: Problem) -> Runner:
     the activation, ",add", ",no_bias"), `left` what FuseConvActivationOneDnn makes of it."""
     o = _conv_operands(problem)
     lower, upper = _CLAMPS[o.activation]
-    return Runner(lambda w: pointwise_conv2d(o.x, w[0], w[1], o.residual, lower, upper), (o.weight, o.bias))
+    return Runner(
+        lambda w: pointwise_conv2d(o.x, w[0], w[1], o.residual, lower, upper), (o.weight, o.bias), o.activations
+    )
 
 
 register("pointwise_conv2d", "left", lambda: True, _conv_left)
@@ -162,7 +166,7 @@ def _own_conv(problem: Problem) -> Runner:
             y = y if o.residual is None else y + o.residual
         return y if clamped else act(y)
 
-    return Runner(run, (o.weight, o.bias))
+    return Runner(run, (o.weight, o.bias), o.activations)
 
 
 register("int8_conv2d", "float32_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)

@@ -100,12 +100,15 @@ Weights = tuple[Any, ...]
 @dataclass(frozen=True)
 class Runner:
     """One candidate on one problem: `run(weights)`, once per call of the runner. `weights` are
-    the tensors a model reads from memory at each call (the activations come hot from the op
-    before); `copy` gives a runner on copies of them, so that timing can cycle through more
-    bytes than the caches hold."""
+    the tensors a model reads from memory at each call; `activations`, where given, those that
+    come hot from the op before, which timing reads after its eviction (measure.py): a
+    convolution's input and residual, hundreds of kilobytes at MobileNetV2's early sizes, that a
+    forward finds in the core's cache. `copy` gives a runner on copies of the weights, so that
+    timing can cycle through more bytes than the caches hold."""
 
     run: Callable[[Weights], object]
     weights: Weights
+    activations: tuple[torch.Tensor | None, ...] = ()
 
     def __call__(self) -> object:
         return self.run(self.weights)
@@ -115,7 +118,7 @@ class Runner:
         return sum(w.untyped_storage().nbytes() for w in self.weights if w is not None)
 
     def copy(self) -> Runner:
-        return Runner(self.run, tuple(None if w is None else w.clone() for w in self.weights))
+        return Runner(self.run, tuple(None if w is None else w.clone() for w in self.weights), self.activations)
 
 
 Builder = Callable[[Problem], Runner]
@@ -322,6 +325,10 @@ class _ConvOperands:
     geometry: tuple[list[int], list[int], list[int], int]  # stride, padding, dilation, groups
     activation: str
 
+    @property
+    def activations(self) -> tuple[torch.Tensor | None, ...]:
+        return (self.x, self.residual)
+
 
 def _conv_operands(problem: Problem) -> _ConvOperands:
     """Query shape (cpp/passes/fuse_conv_activation_onednn.cc): the input's N, C, H, W, the
@@ -367,7 +374,7 @@ def _conv(fused: bool | None) -> Builder:
                     o.x, weight, bias, stride, padding, dilation, groups, o.residual, attr, scalars, algorithm
                 )
 
-            return Runner(fused_conv, (o.weight, o.bias))
+            return Runner(fused_conv, (o.weight, o.bias), o.activations)
 
         def conv(w: Weights) -> torch.Tensor:
             weight, bias = w
@@ -377,7 +384,9 @@ def _conv(fused: bool | None) -> Builder:
                 o.x, weight, bias, stride, padding, dilation, groups, None, "none", [], None
             )
 
-        return Runner(lambda w: act(conv(w) if o.residual is None else conv(w) + o.residual), (o.weight, o.bias))
+        return Runner(
+            lambda w: act(conv(w) if o.residual is None else conv(w) + o.residual), (o.weight, o.bias), o.activations
+        )
 
     return build
 
@@ -410,7 +419,7 @@ def _int8_conv(kernel: str, problem: Problem) -> Runner:
             kernel,
         )  # fmt: skip
 
-    return Runner(run, (values, scales, bias))
+    return Runner(run, (values, scales, bias), o.activations)
 
 
 INT4_GROUP_SIZE = 32

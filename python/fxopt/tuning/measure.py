@@ -13,7 +13,12 @@ the weight is most of a Linear's cost. Timed back to back instead, a 768x768 flo
 in the L2 cache: measured on an AMX Xeon (2 MiB L2 per core, one token), float32 took 0.056 ms
 back to back, 0.10 ms after an eviction and 0.18 ms streaming weights as a model does, while
 weight-only int8 took 0.08-0.10 ms in all three, so back-to-back timing kept float32 for Linears
-where int8 wins in `generate()`.
+where int8 wins in `generate()`. A convolution's input and residual, though, come hot from the
+op before it: the eviction would send them away too, so a candidate naming them
+(`Runner.activations`) has them read back after it. MobileNetV2's 144-channel 56x56 depthwise
+convolution in bfloat16 timed 194 us on fxopt's kernel against 195 on oneDNN's with its input
+evicted (a tie, left to oneDNN), 179 against 202 with it read back (Zen 4 core); in the model,
+the same graph with that one convolution on fxopt's kernel ran 0.955 of the time (41 rounds).
 
 A Linear of a few tokens (`kernels.streams_weights`) is timed as a decoding step runs it: its
 weight from memory, not from the shared L3 cache an eviction of 8 MiB leaves it in. Such a
@@ -26,9 +31,10 @@ each other and ATen's could be picked, which made the Llama's step 1.23x slower.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -126,9 +132,18 @@ def _decided(samples: Mapping[str, list[float]]) -> bool:
 def _cold_call(run: Callable[[], object], evict: bool = True) -> float:
     if evict:
         _evict()
+        _read(getattr(run, "activations", ()))
     start = time.perf_counter()
     _wait_for(run())
     return time.perf_counter() - start
+
+
+def _read(tensors: Sequence[torch.Tensor | None]) -> None:
+    """Brings `tensors` back into the caches after an eviction, as the op before a call leaves
+    its result there (one read of every byte)."""
+    for tensor in tensors:
+        if tensor is not None and tensor.is_cpu:  # a single-threaded copy, as in _evict
+            ctypes.string_at(tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
 
 
 def _wait_for(result: object) -> None:
