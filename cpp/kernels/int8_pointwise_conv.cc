@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
-#include <vector>
 
 #include "kernels/bfloat16.h"
 #include "kernels/cpu_dispatch.h"
@@ -255,20 +255,22 @@ void int8_pointwise_conv(const PointwiseConv& s, const void* x, RowDtype dtype, 
   const int64_t element = dtype == RowDtype::Float32 ? 4 : 2;
   split_rows(s.pixels, (s.in_channels + s.out_channels) * element, threads, 2 * kRows,
              [&](int64_t begin, int64_t end) {
-               std::vector<uint8_t> q(size_t(std::min(chunk, end - begin) * stride));
+               // Uninitialized: quantize_rows writes every byte a step reads.
+               auto q = std::make_unique_for_overwrite<uint8_t[]>(
+                   size_t(std::min(chunk, end - begin) * stride));
                for (int64_t p0 = begin; p0 < end; p0 += chunk) {
                  const int64_t count = std::min(chunk, end - p0);
-                 quantize_rows(c, p0, count, stride, q.data());
+                 quantize_rows(c, p0, count, stride, q.get());
 #ifdef FXOPT_AVX512_VNNI_BF16
                  if (has_avx512_vnni()) {
                    if (has_avx512_bf16())
-                     avx512_vnni::rows<true>(c, q.data(), stride, p0, count);
+                     avx512_vnni::rows<true>(c, q.get(), stride, p0, count);
                    else
-                     avx512_vnni::rows<false>(c, q.data(), stride, p0, count);
+                     avx512_vnni::rows<false>(c, q.get(), stride, p0, count);
                    continue;
                  }
 #endif
-                 portable_rows(c, q.data(), stride, p0, count);
+                 portable_rows(c, q.get(), stride, p0, count);
                }
              });
 }
