@@ -203,3 +203,29 @@ def _save_load(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         path = Path(directory) / "model.pt"
         fxopt.save(gm, path)
         return fxopt.load(path)
+
+
+@pytest.mark.parametrize(("attr", "scalars", "residual"), [
+    ("none", [], False), ("relu", [], True), ("hardtanh", [0.0, 6.0], False), ("swish", [], False),
+])  # fmt: skip
+def test_where_onednn_refuses_the_dtype_aten_computes_the_same(monkeypatch, attr, scalars, residual) -> None:  # type: ignore[no-untyped-def]
+    """A call in a dtype this CPU's oneDNN refuses (a float16 lowering without AVX512-FP16, a
+    graph loaded on another CPU) runs ATen's convolution, add and activation: oneDNN's result
+    up to rounding, channels-last as oneDNN returns it. Refusal is simulated for float32, so the
+    two paths meet on every CPU."""
+    from fxopt.runtime import onednn_fallback
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 7, 7).contiguous(memory_format=torch.channels_last)
+    weight, bias = torch.randn(6, 4, 3, 3) * 0.3, torch.randn(6)
+    r = torch.randn(2, 6, 4, 4) if residual else None
+    args = (x, weight, bias, [2, 2], [1, 1], [1, 1], 1, r, attr, scalars, None)
+    onednn = conv_pointwise(*args)
+    monkeypatch.setitem(onednn_fallback._RUNS, ("convolution", torch.float32), False)
+    aten = conv_pointwise(*args)
+    assert aten.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(aten, onednn, rtol=1e-5, atol=1e-5)
+    reference = F.conv2d(x, weight, bias, 2, 1)
+    reference = reference if r is None else reference + r
+    reference = {"none": reference, "relu": F.relu(reference), "hardtanh": F.relu6(reference), "swish": F.silu(reference)}[attr]
+    torch.testing.assert_close(aten, reference)
