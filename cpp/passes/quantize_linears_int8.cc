@@ -121,19 +121,22 @@ std::optional<std::string> outliers_unfit(const std::vector<int64_t>& outliers,
 }  // namespace
 
 QuantizeLinearsInt8::QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with,
-                                         int fbgemm_weight_max, bool choose_only,
+                                         PackedWeightMax weight_max, bool choose_only,
                                          std::map<std::string, std::vector<int64_t>> outliers,
                                          bool outliers_per_token_only)
     : keep_(std::move(keep)),
       compare_with_(std::move(compare_with)),
-      fbgemm_weight_max_(fbgemm_weight_max),
+      weight_max_(weight_max),
       choose_only_(choose_only),
       outliers_(std::move(outliers)),
       outliers_per_token_only_(outliers_per_token_only) {
   check_compare_with(compare_with_);
-  if (fbgemm_weight_max_ < 1 || fbgemm_weight_max_ > 127)
-    throw std::invalid_argument("option 'fbgemm_weight_max' must be in [1, 127], not " +
-                                std::to_string(fbgemm_weight_max_));
+  for (const auto& [name, levels] :
+       {std::pair{"fbgemm", weight_max_.fbgemm}, {"onednn", weight_max_.onednn}})
+    if (levels < 1 || levels > 127)
+      throw std::invalid_argument("option '" + std::string(name) +
+                                  "_weight_max' must be in [1, 127], not " +
+                                  std::to_string(levels));
 }
 
 std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
@@ -162,10 +165,12 @@ std::unique_ptr<Pass> QuantizeLinearsInt8::from_options(const Dict& options) {
     }
   }
   // Clamped into int's range just outside the valid one, so the constructor names the value.
-  int fbgemm_weight_max =
-      int(std::clamp<int64_t>(integer_option(options, "fbgemm_weight_max", 127), 0, 128));
+  auto levels = [&](const char* name) {
+    return int(std::clamp<int64_t>(integer_option(options, name, 127), 0, 128));
+  };
+  PackedWeightMax weight_max{levels("onednn_weight_max"), levels("fbgemm_weight_max")};
   return std::make_unique<QuantizeLinearsInt8>(
-      std::move(keep), string_option(options, "compare_with", "float32"), fbgemm_weight_max,
+      std::move(keep), string_option(options, "compare_with", "float32"), weight_max,
       bool_option(options, "choose_only", false), std::move(outliers),
       bool_option(options, "outliers_per_token_only", true));
 }
@@ -209,8 +214,10 @@ void QuantizeLinearsInt8::rewrite(PassContext& ctx, Node* node) const {
   if (activation) pattern.push_back(activation->node);
   std::optional<Arg> captured = capture_nodes(pattern, inputs);
   if (!captured) return ctx.skip(*node, "reads values a reversal record cannot hold");
-  int8_call(ctx, node, *view, kernel, kernel == kFbgemm ? fbgemm_weight_max_ : 127, activation,
-            outliers, std::move(*captured));
+  int levels = kernel == kFbgemm   ? weight_max_.fbgemm
+               : kernel == kOneDnn ? weight_max_.onednn
+                                   : 127;
+  int8_call(ctx, node, *view, kernel, levels, activation, outliers, std::move(*captured));
 }
 
 void QuantizeLinearsInt8::restore(PassContext& ctx, Node* node, const RecordReader& record) const {

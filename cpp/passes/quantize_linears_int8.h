@@ -18,7 +18,7 @@
 // (ops/dtype_flow.h); the per-token kernel reads and writes bfloat16 itself, the packed ones
 // cast to float32 and back inside the call.
 // with w_scale = max |W[n]| / 127 and w_int8 = round(W / w_scale) (transposed to [K, N] for
-// _int_mm), or / "fbgemm_weight_max" for fbgemm's weights, computed once (TensorOps::quantize_rows_int8) and stored next to the weight
+// _int_mm), or / the engine's weight maximum for the packed kernels' weights, computed once (TensorOps::quantize_rows_int8) and stored next to the weight
 // (`<weight path>_int8`, `<weight path>_int8_scale`); the original weight stays registered, so
 // reverse is exact. The packed kernels' weight layout is an object, not a tensor: the runtime
 // function packs the stored int8 values on first use, so graphs hold plain tensors only.
@@ -58,7 +58,8 @@
 // nodes left in float32; see fxopt.optimization.QuantizeLinearsInt8.calibrated),
 // "outliers" ({Linear node name: [input channel, ...]}; a channel outside the Linear's inputs
 // skips it, with the reason), "outliers_per_token_only" (true),
-// "fbgemm_weight_max" (127, or 63 on a CPU without VNNI), "choose_only" (true: every Linear is
+// "fbgemm_weight_max" and "onednn_weight_max" (127, or 63 where the engine adds pairs of
+// u8 x s8 products in 16 bits: a CPU without VNNI), "choose_only" (true: every Linear is
 // skipped once its kernel is chosen, so the choices are known without quantizing a weight: what
 // int8 calibration needs before it runs) and
 // "compare_with" ("float32" or "bfloat16": the precision a Linear left as it is will run in,
@@ -80,14 +81,20 @@
 
 namespace fxopt {
 
+// The largest |value| each packed engine's int8 weights get (see "fbgemm_weight_max").
+struct PackedWeightMax {
+  int onednn = 127;
+  int fbgemm = 127;
+};
+
 class QuantizeLinearsInt8 final : public Pass {
  public:
   explicit QuantizeLinearsInt8(std::vector<std::string> keep, std::string compare_with = "float32",
-                               int fbgemm_weight_max = 127, bool choose_only = false,
+                               PackedWeightMax weight_max = {}, bool choose_only = false,
                                std::map<std::string, std::vector<int64_t>> outliers = {},
                                bool outliers_per_token_only = true);
   // From the options {"keep": [node name, ...], "compare_with": dtype,
-  // "fbgemm_weight_max": int, "choose_only": bool, "outliers": {node name: [channel, ...]},
+  // "fbgemm_weight_max": int, "onednn_weight_max": int, "choose_only": bool, "outliers": {node name: [channel, ...]},
   // "outliers_per_token_only": bool}; throws std::invalid_argument if malformed.
   static std::unique_ptr<Pass> from_options(const Dict& options);
   std::vector<Trigger> triggers() const override;
@@ -97,7 +104,7 @@ class QuantizeLinearsInt8 final : public Pass {
  private:
   std::vector<std::string> keep_;
   std::string compare_with_;
-  int fbgemm_weight_max_;
+  PackedWeightMax weight_max_;
   bool choose_only_;
   std::map<std::string, std::vector<int64_t>> outliers_;
   bool outliers_per_token_only_;

@@ -125,7 +125,7 @@ TEST_F(KernelChoiceTest, OutlierChannelsOfferThePerTokenKernelOnly) {
   build_linear_gelu();
   FixedChooser chooser("int8_per_token");
   PassResult result =
-      run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {0, 1, 3}}}), program,
+      run_pass(QuantizeLinearsInt8({}, "float32", {}, false, {{"linear", {0, 1, 3}}}), program,
                edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"float32", "int8_per_token"}));
@@ -142,7 +142,7 @@ TEST_F(KernelChoiceTest, APackedKernelTakesTheOutlierChannelsToo) {
   auto before = run({{"x", x}});
   FixedChooser chooser("int8_onednn");
   PassResult result =
-      run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"linear", {1, 6}}}, false), program,
+      run_pass(QuantizeLinearsInt8({}, "float32", {}, false, {{"linear", {1, 6}}}, false), program,
                edits, ops, kSig, false, chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
   EXPECT_EQ(chooser.queries[0].candidates.size(), 4u);
@@ -236,14 +236,19 @@ TEST_F(KernelChoiceTest, FbgemmInt8IsOnePackedCallThatReversesExactly) {
   expect_one_call_that_reverses(*this, "int8_fbgemm");
 }
 
-// Without VNNI fbgemm's 16-bit pair sums saturate past 63 weight levels: its weights get at most
-// that many where the option says so, and oneDNN's keep all 127.
-TEST_F(KernelChoiceTest, FbgemmWeightsKeepTheLevelsTheOptionAllows) {
+// Without VNNI the packed engines' 16-bit pair sums saturate past 63 weight levels: each engine's
+// weights get at most the levels its option allows, the per-token kernel's all 127.
+TEST_F(KernelChoiceTest, PackedWeightsKeepTheLevelsTheirEngineAllows) {
   build_linear_gelu(8);
-  for (const auto& [kernel, levels] : {std::pair{"int8_fbgemm", 63}, {"int8_onednn", 127}}) {
-    SCOPED_TRACE(kernel);
+  for (const auto& [kernel, levels] : {std::pair{"int8_fbgemm", 63},
+                                       {"int8_onednn", 127},
+                                       {"int8_fbgemm", 127},
+                                       {"int8_onednn", 63}}) {
+    SCOPED_TRACE(std::string(kernel) + " " + std::to_string(levels));
     FixedChooser chooser(kernel);
-    QuantizeLinearsInt8 pass({}, "float32", 63);
+    bool fbgemm = std::string_view(kernel) == "int8_fbgemm";
+    QuantizeLinearsInt8 pass({}, "float32",
+                             {.onednn = fbgemm ? 127 : levels, .fbgemm = fbgemm ? levels : 127});
     ASSERT_EQ(run_pass(pass, program, edits, ops, kSig, false, chooser).changed.size(), 1u);
     // The stored values and scales, as the kernel's call reads them (reversal keeps the
     // paths of the first round taken, so the second stores under new ones).
@@ -268,12 +273,13 @@ TEST_F(KernelChoiceTest, FbgemmWeightsKeepTheLevelsTheOptionAllows) {
     }
     run_pass(pass, program, edits, ops, kSig, /*reverse=*/true, chooser);
   }
-  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", 0), std::invalid_argument);
-  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", 128), std::invalid_argument);
-  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"fbgemm_weight_max", std::string("63")}}}),
-               std::invalid_argument);
-  EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{"fbgemm_weight_max", 300}}}),
-               std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", {.fbgemm = 0}), std::invalid_argument);
+  EXPECT_THROW(QuantizeLinearsInt8({}, "float32", {.onednn = 128}), std::invalid_argument);
+  for (const char* option : {"fbgemm_weight_max", "onednn_weight_max"}) {
+    EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{option, std::string("63")}}}),
+                 std::invalid_argument);
+    EXPECT_THROW(QuantizeLinearsInt8::from_options(Dict{{{option, 300}}}), std::invalid_argument);
+  }
 }
 
 TEST_F(KernelChoiceTest, AWeightOnlyQueryCarriesTheActivationDtype) {

@@ -119,8 +119,8 @@ TEST_F(QuantizeLinearsInt8Test, ChooseOnlyRecordsTheChoiceAndChangesNothing) {
   auto graph_before = structure();
   auto attributes_before = program.attributes;
 
-  PassResult probe = run_pass(QuantizeLinearsInt8({}, "float32", 127, /*choose_only=*/true),
-                              program, edits, ops, kSig, /*reverse=*/false);
+  PassResult probe = run_pass(QuantizeLinearsInt8({}, "float32", {}, /*choose_only=*/true), program,
+                              edits, ops, kSig, /*reverse=*/false);
   EXPECT_TRUE(probe.changed.empty());
   ASSERT_EQ(probe.skipped.size(), 1u);
   EXPECT_EQ(probe.skipped[0].reason, "option 'choose_only': its kernel is in the choices");
@@ -151,7 +151,7 @@ TEST_F(QuantizeLinearsInt8Test, OutlierChannelsStayOutOfTheInt8Product) {
   double plain_error = relative_error(before, run({{"x", x_value}}));
   apply(/*reverse=*/true);
   std::map<std::string, std::vector<int64_t>> outliers = {{"fc", {2, 9}}};
-  PassResult forward = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, outliers), program,
+  PassResult forward = run_pass(QuantizeLinearsInt8({}, "float32", {}, false, outliers), program,
                                 edits, ops, kSig, /*reverse=*/false);
   ASSERT_EQ(forward.changed.size(), 1u);
   std::string values_path, outliers_path;  // the plain run's paths stay taken
@@ -178,7 +178,7 @@ TEST_F(QuantizeLinearsInt8Test, OutlierChannelsStayOutOfTheInt8Product) {
   EXPECT_GT(error, 0.0);
   EXPECT_LT(error, plain_error / 4);
 
-  PassResult backward = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, outliers), program,
+  PassResult backward = run_pass(QuantizeLinearsInt8({}, "float32", {}, false, outliers), program,
                                  edits, ops, kSig, /*reverse=*/true);
   EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc"}));
   EXPECT_EQ(structure(), graph_before);
@@ -188,7 +188,7 @@ TEST_F(QuantizeLinearsInt8Test, OutlierChannelsStayOutOfTheInt8Product) {
   EXPECT_EQ(plain.changed.size(), 1u);
 
   // A channel the Linear does not have skips it, naming the channel.
-  PassResult unfit = run_pass(QuantizeLinearsInt8({}, "float32", 127, false, {{"fc", {16}}}),
+  PassResult unfit = run_pass(QuantizeLinearsInt8({}, "float32", {}, false, {{"fc", {16}}}),
                               program, edits, ops, kSig, /*reverse=*/false);
   EXPECT_TRUE(unfit.changed.empty());
   ASSERT_EQ(unfit.skipped.size(), 1u);

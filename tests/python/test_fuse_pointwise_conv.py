@@ -144,13 +144,16 @@ def test_what_the_kernel_does_not_take_runs_atens_convolution() -> None:
     x = torch.randn(1, 8, 3, 3, generator=generator, dtype=torch.float64)
     weight = torch.randn(5, 8, 1, 1, generator=generator, dtype=torch.float64)
     residual = torch.randn(1, 5, 3, 3, generator=generator, dtype=torch.float64)
-    # float64: ATen's convolution, add and clamp, bit for bit.
+    # float64: ATen's convolution, add and clamp, bit for bit, channels-last as the kernel's.
     expected = (F.conv2d(x, weight, None) + residual).clamp(0.0, 6.0)
-    assert torch.equal(pointwise_conv2d(x, weight, None, residual, 0.0, 6.0), expected)
-    # A residual that broadcasts (not the result's shape) is not the kernel's either.
+    got = pointwise_conv2d(x, weight, None, residual, 0.0, 6.0)
+    assert torch.equal(got, expected) and got.is_contiguous(memory_format=torch.channels_last)
+    # A residual that broadcasts (not the result's shape) is not the kernel's either: bfloat16
+    # summed in float32 and rounded once, as the kernel rounds.
     row = torch.randn(1, 5, 1, 3, generator=generator).bfloat16()
     xb, wb = x.bfloat16(), weight.bfloat16()
-    assert torch.equal(pointwise_conv2d(xb, wb, None, row, None, None), F.conv2d(xb, wb, None) + row)
+    once = (F.conv2d(xb.float(), wb.float(), None) + row.float()).bfloat16()
+    assert torch.equal(pointwise_conv2d(xb, wb, None, row, None, None), once)
 
 
 @pytest.mark.skipif(not KERNEL, reason="the kernel's vector paths need AVX2; the pass leaves the graph elsewhere")

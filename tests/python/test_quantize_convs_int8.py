@@ -8,24 +8,34 @@ CPU is the benchmark's question (bench/latency.py)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import fxopt
+from fxopt import _core
 from fxopt.optimization import (
     ChangePrecision, ConvWeightsChannelsLast, FuseBatchNormInConv, QuantizeConvsInt8, RemoveNoOps, compose,
 )
 from fxopt.optimization.hardware import onednn_bfloat16_available, onednn_conv_available
 from fxopt.runtime import static_int8_conv
-from fxopt.runtime.static_int8_conv import int8_conv2d, quantize_u8
+from fxopt.runtime.static_int8_conv import int8_conv2d, multiplied_weight, quantize_u8
+from capped_cpu import run_capped_at_avx2
 from norm_models import DIALECTS, check_reverse, count, outputs, tensor_states, tiny_mobilenet_v2, tiny_resnet, trace_vision
 from fxopt.verification.verify import cosine_similarity
 
 pytestmark = pytest.mark.skipif(
     not (static_int8_conv.available() and onednn_conv_available()),
     reason="this torch has no oneDNN int8 convolution",
+)
+
+
+needs_int8_here = pytest.mark.skipif(
+    not static_int8_conv.exact_here(),
+    reason="no int8 dot products here (VNNI): QuantizeConvsInt8 leaves every convolution float "
+    "(test_without_int8_dot_products_every_convolution_stays_float)",
 )
 
 
@@ -46,6 +56,13 @@ def stored(gm: torch.fx.GraphModule, path: str) -> torch.Tensor:
 def quantized_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     scales = (w.abs().amax(dim=(1, 2, 3)) / 127).float()
     return torch.round(w / scales[:, None, None, None]).to(torch.int8), scales
+
+
+def multiplied(values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The float weight this CPU's int8 convolution multiplies: 63 levels where oneDNN's sums
+    would saturate (no VNNI), the stored ones elsewhere."""
+    exact_values, exact_scales = multiplied_weight(values, scales)
+    return exact_values.float() * exact_scales[:, None, None, None]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -72,7 +89,7 @@ def test_int8_conv2d_computes_the_quantized_convolution(dtype, attr, scalars, ac
     y = int8_conv2d(x.to(dtype), values, scales, b, [2, 2], [1, 1], [1, 1], 2, x_scale, zero, None, attr, scalars, None)
     # What it stands for: x rounded to its 256 levels, the weight to its int8 values.
     xq = (quantize_u8(x.to(dtype), x_scale, zero).float() - zero) * x_scale
-    expected = activation(F.conv2d(xq, values.float() * scales[:, None, None, None], b, 2, 1, 1, 2))
+    expected = activation(F.conv2d(xq, multiplied(values, scales), b, 2, 1, 1, 2))
     assert y.dtype == dtype and y.shape == expected.shape
     assert y.is_contiguous(memory_format=torch.channels_last)
     tolerance = 1e-4 if dtype == torch.float32 else 2e-2
@@ -86,7 +103,7 @@ def test_int8_conv2d_adds_into_a_copy_of_the_residual() -> None:
     kept = r.clone()
     y = int8_conv2d(x, values, scales, None, [1, 1], [0, 0], [1, 1], 1, 8 / 255, 128, r, "relu", [], None)
     xq = (quantize_u8(x, 8 / 255, 128).float() - 128) * (8 / 255)
-    expected = F.relu(F.conv2d(xq, values.float() * scales[:, None, None, None]) + r)
+    expected = F.relu(F.conv2d(xq, multiplied(values, scales)) + r)
     torch.testing.assert_close(y, expected, atol=1e-4, rtol=0)
     assert torch.equal(r, kept)  # the graph's value is not written
     unbatched = int8_conv2d(x[0], values, scales, None, [1, 1], [0, 0], [1, 1], 1, 8 / 255, 128, r[0], "relu", [], None)
@@ -133,7 +150,7 @@ def test_fxopts_int8_kernel_is_the_onednn_call(dtype, attr, scalars, residual, c
     assert own.dtype == dtype and own.shape == onednn.shape
     assert own.is_contiguous(memory_format=torch.channels_last)
     xq = (quantize_u8(x, 6 / 255, 120).float() - 120) * (6 / 255)
-    expected = F.conv2d(xq, values.float() * scales[:, None, None, None], bias)
+    expected = F.conv2d(xq, multiplied(values, scales), bias)
     expected = expected if r is None else expected + r.float()
     expected = {"none": expected, "relu": F.relu(expected), "hardtanh": F.relu6(expected)}[attr]
     tolerance = (1e-5 if dtype == torch.float32 else 8e-3) * float(expected.abs().max())
@@ -163,6 +180,7 @@ def test_calls_fxopts_int8_kernel_does_not_take_run_on_onednn() -> None:
         int8_conv2d(x, *calls[0][:2], None, [1, 1], [1, 1], [1, 1], 1, 0.1, 0, None, "relu", [], None, False, "mkl")
 
 
+@needs_int8_here
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_pinned_to_fxopts_int8_kernel_the_1x1_convolutions_run_there_and_reverse_exactly(dialect: str) -> None:
     """QuantizeConvsInt8 gives the 1x1 convolutions (stride 1; none, ReLU or ReLU6 after them)
@@ -191,7 +209,9 @@ def test_pinned_to_fxopts_int8_kernel_the_1x1_convolutions_run_there_and_reverse
         n.args[1].target for n in int8_convs(own)
         if tuple(stored(own, n.args[1].target).shape[2:]) == (1, 1) and n.args[4] == [1, 1]
     ]  # fmt: skip
-    assert one_by_one and kernels.count("fxopt") == len(one_by_one) and "onednn" in kernels
+    # Without AVX512-VNNI the pinned kernel is not this CPU's: every call stays on oneDNN's.
+    own_kernel = len(one_by_one) if _core.int8_pointwise_conv_vectorized() else 0
+    assert one_by_one and kernels.count("fxopt") == own_kernel and "onednn" in kernels
     assert all(n.args[15] == "onednn" for n in int8_convs(onednn))
     for a, b in zip(outputs(own, *args), outputs(onednn, *args)):
         torch.testing.assert_close(a, b, atol=1e-4 * float(b.abs().max()), rtol=0)
@@ -219,6 +239,7 @@ def _read_after_the_add(pixels: torch.Tensor, dialect: str) -> tuple[torch.fx.Gr
     return fxopt.trace(model, example_inputs=(pixels,), mode=mode, dynamic=False), (pixels,)  # static: adds fuse
 
 
+@needs_int8_here
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("build", ["resnet", "read_after"])
 def test_a_residual_nothing_reads_after_its_add_is_added_into_in_place(build: str, dialect: str) -> None:
@@ -257,6 +278,7 @@ def test_a_residual_nothing_reads_after_its_add_is_added_into_in_place(build: st
     assert torch.equal(args[0], given)
 
 
+@needs_int8_here
 @pytest.mark.parametrize("build", [tiny_resnet, tiny_mobilenet_v2])
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_calibrated_convolutions_go_int8_within_the_bound_and_reverse_exactly(build, dialect: str) -> None:  # type: ignore[no-untyped-def]
@@ -270,10 +292,10 @@ def test_calibrated_convolutions_go_int8_within_the_bound_and_reverse_exactly(bu
     cal_args = trace_vision(model, calibration, dialect)[1]
     held_args = trace_vision(model, held_out, dialect)[1]
     t = QuantizeConvsInt8(calibrate=True, min_cosine=0.999)
-    t.calibrate_on(cal_args, [held_args])
-
     copy_in = copy.deepcopy(gm)
-    out = compose(t, inplace=False)(gm)
+    with fxopt.tuning.pinned(int8_conv2d="int8_onednn"):  # what goes int8 is accuracy's call alone
+        t.calibrate_on(cal_args, [held_args])
+        out = compose(t, inplace=False)(gm)
     assert out is not gm and gm.code == code  # inplace=False leaves the input alone
     calls = int8_convs(out)
     assert len(calls) == len(t.report.changed) > 0
@@ -288,7 +310,8 @@ def test_calibrated_convolutions_go_int8_within_the_bound_and_reverse_exactly(bu
         got, want = outputs(out, *inputs), outputs(copy_in, *inputs)
         assert not all(torch.equal(a, b) for a, b in zip(got, want))  # int8: not the float result
         assert min(cosine_similarity(b, a) for a, b in zip(got, want) if a.is_floating_point()) >= bound
-    t(gm)  # in place, then back
+    with fxopt.tuning.pinned(int8_conv2d="int8_onednn"):
+        t(gm)  # in place, then back
     check_reverse(t, gm, args, expected, code, states)
     assert set(dict(gm.named_buffers())) | set(dict(gm.named_parameters())) == attributes
 
@@ -315,6 +338,7 @@ def test_lowered_to_bfloat16_the_int8_calls_stay_in_bfloat16_with_float32_scales
     assert cosine_similarity(reference, y) >= 0.99
 
 
+@needs_int8_here
 def test_fast_with_calibration_quantizes_resnet_convolutions() -> None:
     model = tiny_resnet()
     torch.manual_seed(3)
@@ -328,6 +352,7 @@ def test_fast_with_calibration_quantizes_resnet_convolutions() -> None:
     assert not int8_convs(without)
 
 
+@needs_int8_here
 def test_int8_graph_copies_saves_loads_and_reverses(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The graph holds plain tensors (int8 values, float32 scales) and calls a function by name:
     it deep-copies and round-trips through fxopt.save / fxopt.load, packing again after."""
@@ -345,6 +370,31 @@ def test_int8_graph_copies_saves_loads_and_reverses(tmp_path) -> None:  # type: 
         assert len(int8_convs(loaded)) == len(int8_convs(out))
         assert all(torch.equal(a, b) for a, b in zip(outputs(loaded, *args), expected))
         assert all(torch.equal(a, b) for a, b in zip(outputs(pipeline(loaded, reverse=True), *args), outputs(gm, *args)))
+
+
+def test_without_int8_dot_products_every_convolution_stays_float() -> None:
+    """On a CPU without VNNI (here: capped at AVX2) oneDNN's int8 convolution is never a
+    candidate: calibrated QuantizeConvsInt8 leaves every convolution float, saying why, and
+    `fast` with calibration gives the float graph's outputs."""
+    script = (
+        "import torch, fxopt\n"
+        "from fxopt.runtime import static_int8_conv\n"
+        "from fxopt.optimization import QuantizeConvsInt8\n"
+        "import sys; sys.path.insert(0, " + repr(str(Path(__file__).parent)) + ")\n"
+        "from norm_models import tiny_resnet, trace_vision\n"
+        "assert static_int8_conv.available() and not static_int8_conv.exact_here()\n"
+        "model = tiny_resnet()\n"
+        "pixels = torch.randn(1, 3, 32, 32)\n"
+        "gm, args = trace_vision(model, pixels, 'export')\n"
+        "step = QuantizeConvsInt8(calibrate=True, min_cosine=0.99)\n"
+        "step.calibrate_on(args)\n"
+        "out = step(gm)\n"
+        "assert not step.report.changed and step.report.skipped\n"
+        "assert not [n for n in out.graph.nodes if n.target is static_int8_conv.int8_conv2d]\n"
+        "assert {c.picked for c in step.report.choices} <= {'float32', 'float32_fxopt'}, step.report.choices\n"
+        "print('ok')\n"
+    )
+    run_capped_at_avx2(script)
 
 
 def test_options_are_checked() -> None:

@@ -246,11 +246,14 @@ def test_packed_kernels_leave_outlier_channels_to_their_float_product(engine: st
         PACKED(x, values, scales, None, engine, channels)
 
 
-def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
-    """fbgemm's AVX2 kernels add pairs of u8 x s8 products in 16 bits: 127-level weights
-    saturate them on large activations, 63-level ones (the pass's choice there) stay exact with
-    all 8 bits of activations; a graph quantized with 127 levels elsewhere falls back to 7-bit
-    activations (torch's reduce_range) rather than saturate."""
+@pytest.mark.parametrize("engine", ["fbgemm", "onednn"])
+def test_packed_engines_without_vnni_get_weights_their_sums_hold(engine: str) -> None:
+    """Both packed engines' AVX2 kernels add pairs of u8 x s8 products in 16 bits: 127-level
+    weights saturate them on large activations, 63-level ones (the pass's choice there) stay
+    exact with all 8 bits of activations; a graph quantized with 127 levels elsewhere falls back
+    to 7-bit activations (torch's reduce_range) rather than saturate."""
+    if not fxopt.runtime.dynamic_int8.available(engine):
+        pytest.skip(f"this torch has no {engine} quantized engine")
     script = "import torch\n" + inspect.getsource(exact_dynamic_int8) + (
         "import torch, fxopt\n"
         "from fxopt.runtime import dynamic_int8\n"
@@ -258,17 +261,18 @@ def test_fbgemm_without_vnni_gets_weights_its_sums_hold() -> None:
         "from fxopt.engine.tensor_ops import TorchTensorOps\n"
         "from fxopt.optimization import hardware\n"
         "assert 'fbgemm capped at AVX2' in hardware.describe()  # what benchmark headers print\n"
-        "assert dynamic_int8.weight_max('fbgemm') == 63 and dynamic_int8.weight_max('onednn') == 127\n"
-        "assert QuantizeLinearsInt8().core_options()['fbgemm_weight_max'] == 63\n"
+        "assert dynamic_int8.weight_max('fbgemm') == 63 and dynamic_int8.weight_max('onednn') == 63\n"
+        "options = QuantizeLinearsInt8().core_options()\n"
+        "assert options['fbgemm_weight_max'] == 63 and options['onednn_weight_max'] == 63\n"
         "g = torch.Generator().manual_seed(0)\n"
         "x = torch.rand(16, 256, generator=g) * 4  # all positive: the pairs' sums peak\n"
         "weight = torch.randn(32, 256, generator=g)\n"
-        "run = lambda values, scales: dynamic_int8.dynamic_int8_linear(x, values, scales, None, 'fbgemm')\n"
+        f"run = lambda values, scales: dynamic_int8.dynamic_int8_linear(x, values, scales, None, {engine!r})\n"
         "values, scales = TorchTensorOps().quantize_rows_int8(weight, 63)\n"
         "assert int(values.abs().max()) == 63\n"
         "torch.testing.assert_close(run(values, scales), exact_dynamic_int8(x, values, scales), rtol=1e-5, atol=1e-4)\n"
         "values, scales = TorchTensorOps().quantize_rows_int8(weight)\n"
-        "assert dynamic_int8._pack(values, scales, None, 'fbgemm')[1]  # reduce_range for these\n"
+        f"assert dynamic_int8._pack(values, scales, None, {engine!r})[1]  # reduce_range for these\n"
         "error = (run(values, scales) - x @ weight.t()).norm() / (x @ weight.t()).norm()\n"
         "assert error < 0.02, error\n"
         "print('ok')\n"

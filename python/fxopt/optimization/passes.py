@@ -553,6 +553,7 @@ class QuantizeLinearsInt8(CalibratedPass):
             "outliers_per_token_only": _outliers_per_token_only(),
             "compare_with": dtype_name(self.compare_with),
             "fbgemm_weight_max": dynamic_int8.weight_max("fbgemm"),
+            "onednn_weight_max": dynamic_int8.weight_max("onednn"),
             "choose_only": self._choose_only,
         }
 

@@ -63,7 +63,8 @@ def depthwise_conv2d(
     ):
         with torch.no_grad():
             y = F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, list(stride), 0, 1, weight.shape[0])
-            return y if lower is None and upper is None else y.clamp(lower, upper)
+            y = y if lower is None and upper is None else y.clamp(lower, upper)
+            return y.contiguous(memory_format=torch.channels_last)
     batch, channels, height, width = x.shape
     kernel_h, kernel_w = weight.shape[2], weight.shape[3]
     out_h = (height + top + bottom - kernel_h) // stride[0] + 1

@@ -46,10 +46,13 @@ _FBGEMM_WITHOUT_VNNI = ("AVX2", "AVX512", "AVX512_256")
 """Values of fbgemm's own ISA cap (hardware.fbgemm_isa_cap) that leave out its VNNI kernels."""
 
 
-def _sums_saturate(engine: str) -> bool:
+def sums_saturate(engine: str) -> bool:
     """Whether `engine` adds pairs of unsigned-by-signed 8-bit products in 16 bits here, which
     saturate unless 255 * 2 * max|w| <= 32767: fbgemm's kernels other than AVX512-VNNI ones
-    (vpmaddubsw; it has none for AVX-VNNI or AMX)."""
+    (vpmaddubsw; it has none for AVX-VNNI or AMX), and oneDNN's on a CPU without int8 dot
+    products (VNNI or AMX-INT8: an AVX2-only Zen 3 gave a 2-layer MLP cosine 0.9968)."""
+    if engine == "onednn":
+        return not hardware.fast_int8_cpu()
     if engine != "fbgemm":
         return False
     return hardware.fbgemm_isa_cap() in _FBGEMM_WITHOUT_VNNI or "avx512_vnni" not in hardware.cpu_flags()
@@ -59,7 +62,7 @@ def weight_max(engine: str) -> int:
     """The largest |value| `QuantizeLinearsInt8` gives an int8 weight that `engine` multiplies
     here: 63 where its 16-bit sums would saturate, so that activations keep all 8 bits (torch's
     own answer, 7-bit activations, costs more accuracy: docs/benchmarks.md); else 127."""
-    return 63 if _sums_saturate(engine) else 127
+    return 63 if sums_saturate(engine) else 127
 
 
 _PACKED: PackCache[tuple[Any, bool]] = PackCache()
@@ -80,7 +83,7 @@ def _pack(values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
                     values, scales.double(), torch.zeros_like(scales, dtype=torch.long), 0
                 )
                 packed = torch.ops.quantized.linear_prepack(weight, None if bias is None else bias.float())
-            return packed, _sums_saturate(engine) and int(values.abs().max()) > 64
+            return packed, sums_saturate(engine) and int(values.abs().max()) > 64
         finally:
             torch.backends.quantized.engine = previous
 

@@ -64,11 +64,15 @@ def pointwise_conv2d(
         unbatched = None if residual is None else residual[None]
         return pointwise_conv2d(x[None], weight, bias, unbatched, lower, upper)[0]
     if not _takes(x, weight, residual):
+        # Summed and rounded once in float32 at least, as the kernel does: a bfloat16
+        # convolution and add would round twice.
+        wide = torch.promote_types(x.dtype, torch.float32)
         with torch.no_grad():
-            y = F.conv2d(x, weight, bias)
+            y = F.conv2d(x.to(wide), weight.to(wide), None if bias is None else bias.to(wide))
             if residual is not None:
-                y = y + residual
-            return y if lower is None and upper is None else y.clamp(lower, upper)
+                y = y + residual.to(wide)
+            y = y if lower is None and upper is None else y.clamp(lower, upper)
+            return y.to(x.dtype).contiguous(memory_format=torch.channels_last)
     batch, _, height, width = x.shape
     out_channels, in_channels = weight.shape[0], weight.shape[1]
     packed = _PACKED.get(weight, (bias,), (), _pack, weight, bias)

@@ -4,10 +4,11 @@ The pass stores each weight as int8 values with one scale per output channel and
 scale and zero point for the convolution's input on real inputs (static quantization). Each call
 quantizes its input to uint8 with them (fxopt's kernel, kernels/quantize_u8.h: one pass, in the
 input's own dtype), runs oneDNN's int8 convolution (``onednn.qconv2d_pointwise``: VNNI or AMX
-code where the CPU has it) on the weight packed once for this input size and scale (`packing.py`),
-with the residual add and the activation as post-ops, and returns the input's dtype: in a graph
-lowered to bfloat16 it reads and writes bfloat16 (ChangePrecision leaves it in its input's
-dtype, cpp/ops/dtype_flow.h), its scales and bias float32.
+code; on a CPU without them the pass offers no int8 convolution, `exact_here`) on the weight
+packed once for this input size and scale (`packing.py`), with the residual add and the
+activation as post-ops, and returns the input's dtype: in a graph lowered to bfloat16 it reads
+and writes bfloat16 (ChangePrecision leaves it in its input's dtype, cpp/ops/dtype_flow.h), its
+scales and bias float32.
 
 oneDNN adds the residual into its operand in place (its int8 convolution has no out-of-place
 add): the call adds into a copy, so the graph's value is never written, unless the pass found
@@ -28,8 +29,8 @@ from collections.abc import Sequence
 import torch
 
 from .. import _core
+from . import dynamic_int8, graph_leaf
 from .packing import PackCache
-from . import graph_leaf
 
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
@@ -41,6 +42,15 @@ def available() -> bool:
         return onednn is not None and bool(onednn.qconv_prepack) and bool(onednn.qconv2d_pointwise.binary)
     except (AttributeError, RuntimeError):
         return False
+
+
+def exact_here() -> bool:
+    """Whether QuantizeConvsInt8 may offer oneDNN's int8 convolution on this CPU: where it has
+    int8 dot products (VNNI or AMX-INT8). Elsewhere oneDNN's sums saturate (`multiplied_weight`
+    keeps a graph quantized on another CPU exact), and on an AVX2-only Zen 3 with two threads an
+    8 -> 16 channel stride-2 1x1 convolution gave results up to 1.3 apart from one run to the
+    next (5 of 100 calls): convolutions stay float there."""
+    return available() and not dynamic_int8.sums_saturate("onednn")
 
 
 def quantize_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
@@ -71,7 +81,7 @@ def input_quantization(low: float, high: float) -> tuple[float, int] | None:
     return scale, int(min(max(round(-low / scale), 0), 255))
 
 
-_PACKED: PackCache[tuple[torch.Tensor, torch.Tensor]] = PackCache()
+_PACKED: PackCache[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = PackCache()
 _OWN_PACKED: PackCache[torch.Tensor] = PackCache()
 
 KERNELS = ("onednn", "fxopt")
@@ -132,6 +142,25 @@ def _own_conv(
     return y
 
 
+_EXACT_LEVELS = 63
+"""The largest |value| of a weight oneDNN multiplies exactly where its sums saturate: 255 * 2 * 63
+< 32767."""
+
+
+def multiplied_weight(values: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The int8 weight and scales oneDNN's convolution multiplies here: the stored ones, or where
+    its sums saturate (a CPU without VNNI or AMX-INT8, dynamic_int8.sums_saturate) each channel
+    beyond 63 levels requantized to 63, so that every sum is exact. The Linears' answer
+    (dynamic_int8.weight_max); requantizing the stored levels costs at most a quarter level more
+    than quantizing the float weight."""
+    if not dynamic_int8.sums_saturate("onednn"):
+        return values, scales
+    peaks = values.abs().amax(dim=tuple(range(1, values.dim()))).float()
+    factors = torch.where(peaks > _EXACT_LEVELS, peaks / _EXACT_LEVELS, torch.ones_like(peaks))
+    shape = (-1, *[1] * (values.dim() - 1))
+    return torch.round(values.float() / factors.view(shape)).to(torch.int8), scales * factors
+
+
 def _pack(
     values: torch.Tensor,
     scales: torch.Tensor,
@@ -139,13 +168,14 @@ def _pack(
     x_shape: Sequence[int],
     x_scale: float,
     x_zero_point: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The weight in oneDNN's layout for this input, and the weight's zero points."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The weight in oneDNN's layout for this input, its scales and its zero points."""
 
-    def make() -> tuple[torch.Tensor, torch.Tensor]:
-        weight = values.contiguous(memory_format=torch.channels_last)
-        packed = torch.ops.onednn.qconv_prepack(weight, scales, x_scale, x_zero_point, *geometry, list(x_shape))
-        return packed, torch.zeros(len(scales), dtype=torch.long)
+    def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        exact_values, exact_scales = multiplied_weight(values, scales)
+        weight = exact_values.contiguous(memory_format=torch.channels_last)
+        packed = torch.ops.onednn.qconv_prepack(weight, exact_scales, x_scale, x_zero_point, *geometry, list(x_shape))
+        return packed, exact_scales, torch.zeros(len(scales), dtype=torch.long)
 
     variant = (tuple(x_shape), x_scale, x_zero_point, tuple(map(tuple, geometry[:3])), geometry[3])
     return _PACKED.get(values, (scales,), variant, make)
@@ -204,7 +234,7 @@ def int8_conv2d(
     geometry = (list(stride), list(padding), list(dilation), groups)
     with torch.no_grad():
         qx = quantize_u8(work, x_scale, x_zero_point)
-        packed, zeros = _pack(values, scales, geometry, work.shape, x_scale, x_zero_point)
+        packed, scales, zeros = _pack(values, scales, geometry, work.shape, x_scale, x_zero_point)
         bias = None if bias is None else bias.float()
         if residual is None:
             y = torch.ops.onednn.qconv2d_pointwise(

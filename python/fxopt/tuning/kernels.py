@@ -458,7 +458,7 @@ register("conv2d", "onednn", hardware.onednn_conv_available, _conv(fused=False))
 register("conv2d", "onednn_fused", hardware.onednn_conv_available, _conv(fused=True))
 register("int8_conv2d", "float32", _always, _conv_left)
 register("int8_conv2d", "bfloat16", _always, _conv_left)  # the convolution left to a bfloat16 lowering
-register("int8_conv2d", "int8_onednn", static_int8_conv.available, int8_conv("onednn"))
+register("int8_conv2d", "int8_onednn", static_int8_conv.exact_here, int8_conv("onednn"))
 register("int8_linear", "float32", _always, _linear_left)
 register("int8_linear", "bfloat16", _always, _linear_left)  # the Linear left to a bfloat16 lowering
 register("int8_linear", "int8_per_token", per_token_int8.available, _int8_kernel("int8_per_token"))
