@@ -142,21 +142,17 @@ def _own_conv(
     return y
 
 
-_EXACT_LEVELS = 63
-"""The largest |value| of a weight oneDNN multiplies exactly where its sums saturate: 255 * 2 * 63
-< 32767."""
-
-
 def multiplied_weight(values: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The int8 weight and scales oneDNN's convolution multiplies here: the stored ones, or where
-    its sums saturate (a CPU without VNNI or AMX-INT8, dynamic_int8.sums_saturate) each channel
-    beyond 63 levels requantized to 63, so that every sum is exact. The Linears' answer
-    (dynamic_int8.weight_max); requantizing the stored levels costs at most a quarter level more
-    than quantizing the float weight."""
-    if not dynamic_int8.sums_saturate("onednn"):
-        return values, scales
+    its sums saturate (a CPU without VNNI or AMX-INT8) each channel beyond the levels its Linears
+    get there (`dynamic_int8.weight_max`: 63) requantized to them, so that every sum is exact;
+    requantizing the stored levels costs at most a quarter level more than quantizing the float
+    weight."""
+    levels = dynamic_int8.weight_max("onednn")
     peaks = values.abs().amax(dim=tuple(range(1, values.dim()))).float()
-    factors = torch.where(peaks > _EXACT_LEVELS, peaks / _EXACT_LEVELS, torch.ones_like(peaks))
+    if not bool((peaks > levels).any()):
+        return values, scales
+    factors = torch.where(peaks > levels, peaks / levels, torch.ones_like(peaks))
     shape = (-1, *[1] * (values.dim() - 1))
     return torch.round(values.float() / factors.view(shape)).to(torch.int8), scales * factors
 
