@@ -65,6 +65,24 @@ def multiplied(values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return exact_values.float() * exact_scales[:, None, None, None]
 
 
+def test_where_sums_saturate_the_multiplied_weight_keeps_63_levels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Channels beyond 63 levels are requantized to 63 (each within three quarters of its new
+    step of the stored weight), the others kept as they are; where the sums do not saturate the
+    stored tensors are the ones multiplied."""
+    values = torch.tensor([[127, -64, 5, 0], [63, -20, 1, 2], [-90, 45, 30, -1]], dtype=torch.int8).view(3, 4, 1, 1)
+    scales = torch.tensor([0.01, 0.02, 0.03])
+    monkeypatch.setattr(static_int8_conv.dynamic_int8, "sums_saturate", lambda engine: False)
+    assert multiplied_weight(values, scales) == (values, scales)
+    monkeypatch.setattr(static_int8_conv.dynamic_int8, "sums_saturate", lambda engine: engine == "onednn")
+    exact_values, exact_scales = multiplied_weight(values, scales)
+    peaks = exact_values.abs().amax(dim=(1, 2, 3))
+    assert exact_values.dtype == torch.int8 and peaks.tolist() == [63, 63, 63]
+    assert torch.equal(exact_values[1], values[1]) and exact_scales[1] == scales[1]
+    stored = values.float() * scales.view(-1, 1, 1, 1)
+    error = (exact_values.float() * exact_scales.view(-1, 1, 1, 1) - stored).abs().amax(dim=(1, 2, 3))
+    assert bool((error <= 0.75 * exact_scales + 1e-7).all()) and float(error[0]) > 0
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_quantize_u8_is_its_definition_in_the_inputs_layout(dtype: torch.dtype) -> None:
     x = (torch.randn(2, 8, 5, 7) * 3).to(dtype).contiguous(memory_format=torch.channels_last)
