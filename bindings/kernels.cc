@@ -20,6 +20,7 @@
 #include "kernels/prefill_attention.h"
 #include "kernels/quantize_u8.h"
 #include "kernels/rms_norm.h"
+#include "kernels/row_split.h"
 
 namespace nb = nanobind;
 
@@ -54,6 +55,9 @@ PrefillAttention prefill_shape(const std::vector<int64_t>& sizes,
 // int4_weight_linear.py check the tensors and pass their data_ptr()). `threads`: torch's thread
 // count.
 void bind_kernels(nb::module_& m) {
+  m.def("use_openmp_team", &use_openmp_team, nb::arg("library"),
+        "Split kernels' work on the team of the OpenMP runtime loaded from `library` (torch's); "
+        "False, and the own thread pool kept, where it is not loaded. \"\" goes back to the pool.");
   m.def(
       "int8_weight_mm",
       [](uintptr_t x, int64_t rows, int64_t k, uintptr_t w, uintptr_t scale, int64_t n, uintptr_t y,

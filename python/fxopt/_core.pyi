@@ -190,6 +190,11 @@ def fx_graph_lints_clean(graph: torch.fx.Graph, module_type: type) -> bool:
 def passes() -> list[PassInfo]:
     """The registry, in its order."""
 
+def use_openmp_team(library: str) -> bool:
+    """
+    Split kernels' work on the team of the OpenMP runtime loaded from `library` (torch's); False, and the own thread pool kept, where it is not loaded. "" goes back to the pool.
+    """
+
 def int8_weight_mm(x: int, rows: int, k: int, w: int, scale: int, n: int, y: int, threads: int) -> None:
     """
     y[rows, n] = x[rows, k] (float32) times int8 rows w[n, k] scaled by scale[n] (kernels/int8_weight_mm.h); arguments are data addresses of contiguous arrays.

@@ -29,3 +29,8 @@ def graph_leaf(function: F) -> F:
         return function(x, *args, **kwargs)
 
     return call  # type: ignore[return-value]
+
+
+from .openmp_team import join_torch_team  # noqa: E402  (after graph_leaf, which its kernels' modules import)
+
+join_torch_team()
