@@ -489,7 +489,8 @@ def openvino_preparer(precision: str) -> Callable[[Subject, int], Prepared]:
 class VariantSpec:
     prepare: Callable[[Subject, int], Prepared]
     per_threads: bool
-    """Prepared again for each thread count (its kernels or sessions fix the thread count)."""
+    """Prepared again for each thread count (its kernels or sessions fix the thread count, or,
+    fxopt's, its kernel choices were measured at one)."""
     gpu: bool = False
     """Runs a model on a CUDA GPU too (`--device cuda`); the others are CPU runtimes."""
 
@@ -497,21 +498,21 @@ class VariantSpec:
 VARIANTS: dict[str, VariantSpec] = {
     "eager": VariantSpec(prepare_eager, False, gpu=True),
     "fxopt-traced": VariantSpec(fxopt_preparer(lambda subject, graph_module: []), False, gpu=True),
-    "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), False, gpu=True),
-    "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), False, gpu=True),
-    "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), False),
-    "fxopt-default-no-dw": VariantSpec(fxopt_preparer(preset_passes("default", without="FuseDepthwiseConv")), False),
-    "fxopt-fast-no-dw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FuseDepthwiseConv")), False),
-    "fxopt-default-no-pw": VariantSpec(fxopt_preparer(preset_passes("default", without="FusePointwiseConv")), False),
-    "fxopt-fast-no-pw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FusePointwiseConv")), False),
+    "fxopt-default": VariantSpec(fxopt_preparer(preset_passes("default")), True, gpu=True),
+    "fxopt-fast": VariantSpec(fxopt_preparer(preset_passes("fast")), True, gpu=True),
+    "fxopt-fast-sdpa": VariantSpec(fxopt_preparer(preset_passes("fast", without="ChooseAttentionKernel")), True),
+    "fxopt-default-no-dw": VariantSpec(fxopt_preparer(preset_passes("default", without="FuseDepthwiseConv")), True),
+    "fxopt-fast-no-dw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FuseDepthwiseConv")), True),
+    "fxopt-default-no-pw": VariantSpec(fxopt_preparer(preset_passes("default", without="FusePointwiseConv")), True),
+    "fxopt-fast-no-pw": VariantSpec(fxopt_preparer(preset_passes("fast", without="FusePointwiseConv")), True),
     "fxopt-fast-viewed": VariantSpec(
-        fxopt_preparer(preset_passes("fast", without="MoveActivationBeforeReshape")), False
+        fxopt_preparer(preset_passes("fast", without="MoveActivationBeforeReshape")), True
     ),
-    "fxopt-fast-export": VariantSpec(fxopt_preparer(preset_passes("fast"), mode="export"), False),
-    "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), False),
-    "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), False),
-    "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), False),
-    "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), False),
+    "fxopt-fast-export": VariantSpec(fxopt_preparer(preset_passes("fast"), mode="export"), True),
+    "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), True),
+    "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), True),
+    "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), True),
+    "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), True),
     "compile": VariantSpec(compile_preparer("inductor"), True, gpu=True),
     "compile-freezing": VariantSpec(compile_preparer("inductor", {"freezing": True}), True, gpu=True),
     "compile-cudagraphs": VariantSpec(compile_preparer("inductor", {"triton.cudagraphs": True}), True, gpu=True),

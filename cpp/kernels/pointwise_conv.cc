@@ -45,33 +45,6 @@ float* packed_bias(void* packed, int64_t out_channels, int64_t in_channels, bool
                                   weight_bytes(out_channels, in_channels, bfloat16));
 }
 
-// One thread's part of the product: pixels [begin, end) by output blocks [first_block, end_block).
-struct Part {
-  int64_t begin, end, first_block, end_block;
-};
-
-// Calls run(part) on parts covering the product, on up to `threads` threads (kernels/row_split.h).
-// Where the weight is more than four times the image (a Linear's many output features over few
-// tokens) the parts are output blocks, so that each thread streams its share of the weight and
-// all of x; elsewhere pixels, each thread streaming the whole weight and its share of x. Two Zen 3
-// cores, 128 tokens, medians of 9 interleaved rounds, pixels -> blocks: 768 -> 3072 4.28 -> 3.80
-// ms, 3072 -> 768 6.82 -> 5.24, 768 -> 2304 5.42 -> 3.72, 384 -> 1536 0.97 -> 0.89; but 384 -> 384
-// 0.24 -> 0.33 and 1536 -> 384 1.02 -> 1.31 (weight three times x).
-template <class Run>
-void split(const PointwiseConv& s, int64_t element_bytes, int threads, int64_t pixel_step,
-           const Run& run) {
-  const int64_t block_count = blocks(s.out_channels);
-  if (s.out_channels > 4 * s.pixels)
-    return split_rows(block_count, (s.in_channels + s.pixels) * kBlock * element_bytes, threads, 1,
-                      [&](int64_t first, int64_t end) {
-                        run(Part{0, s.pixels, first, end});
-                      });
-  split_rows(s.pixels, (s.in_channels + s.out_channels) * element_bytes, threads, pixel_step,
-             [&](int64_t begin, int64_t end) {
-               run(Part{begin, end, 0, block_count});
-             });
-}
-
 void check(const PointwiseConv& s) {
   if (s.pixels < 0 || s.in_channels <= 0 || s.out_channels <= 0)
     throw std::invalid_argument("pointwise_conv: sizes that describe no product");
@@ -103,10 +76,10 @@ using V = lanes::Avx512;
 namespace bf16_portable {
 
 void rows(const PointwiseConv& s, const uint16_t* x, const Packed<uint16_t>& w,
-          const uint16_t* residual, uint16_t* y, const Part& part) {
+          const uint16_t* residual, uint16_t* y, int64_t begin, int64_t end) {
   const int64_t in = s.in_channels, out = s.out_channels, pair_count = pairs(in);
-  for (int64_t p = part.begin; p < part.end; ++p)
-    for (int64_t n = part.first_block * kBlock; n < std::min(out, part.end_block * kBlock); ++n) {
+  for (int64_t p = begin; p < end; ++p)
+    for (int64_t n = 0; n < out; ++n) {
       const uint16_t* block = w.weight + (n / kBlock) * pair_count * kBlock * 2 + (n % kBlock) * 2;
       float sum = w.bias[n];
       for (int64_t k = 0; k < in; ++k)
@@ -201,9 +174,9 @@ FXOPT_AVX512_BF16 void block_rows(const PointwiseConv& s, const uint16_t* x, con
 }
 
 FXOPT_AVX512_BF16 void rows(const PointwiseConv& s, const uint16_t* x, const Packed<uint16_t>& w,
-                            const uint16_t* residual, uint16_t* y, const Part& part) {
-  const int64_t pair_count = pairs(s.in_channels), begin = part.begin, end = part.end;
-  for (int64_t block = part.first_block; block < part.end_block; ++block) {
+                            const uint16_t* residual, uint16_t* y, int64_t begin, int64_t end) {
+  const int64_t pair_count = pairs(s.in_channels);
+  for (int64_t block = 0; block < blocks(s.out_channels); ++block) {
     const int64_t n0 = block * kBlock, left = std::min(kBlock, s.out_channels - n0);
     auto mask = [](int64_t lanes) {
       return lanes >= 16 ? __mmask16(0xffff) : __mmask16((1u << std::max<int64_t>(lanes, 0)) - 1);
@@ -257,11 +230,13 @@ void pointwise_conv_bf16(const PointwiseConv& s, const uint16_t* x, const void* 
                          const uint16_t* residual, uint16_t* y, int threads) {
   check(s);
   const Packed<uint16_t> w = parts<uint16_t>(s, packed);
-  split(s, int64_t(sizeof(uint16_t)), threads, 12, [&](const Part& part) {
+  // What a pixel reads and writes, as the work a thread part should have; ranges of whole steps.
+  const int64_t bytes_per_pixel = (s.in_channels + s.out_channels) * int64_t(sizeof(uint16_t));
+  split_rows(s.pixels, bytes_per_pixel, threads, 12, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_AVX512_BF16
-    if (has_avx512_bf16()) return avx512_bf16::rows(s, x, w, residual, y, part);
+    if (has_avx512_bf16()) return avx512_bf16::rows(s, x, w, residual, y, begin, end);
 #endif
-    bf16_portable::rows(s, x, w, residual, y, part);
+    bf16_portable::rows(s, x, w, residual, y, begin, end);
   });
 }
 
@@ -269,12 +244,13 @@ void pointwise_conv_f32(const PointwiseConv& s, const float* x, const void* pack
                         const float* residual, float* y, int threads) {
   check(s);
   const Packed<float> w = parts<float>(s, packed);
-  split(s, int64_t(sizeof(float)), threads, 6, [&](const Part& part) {
+  const int64_t bytes_per_pixel = (s.in_channels + s.out_channels) * int64_t(sizeof(float));
+  split_rows(s.pixels, bytes_per_pixel, threads, 6, [&](int64_t begin, int64_t end) {
 #ifdef FXOPT_PRAGMA_VECTORS
-    if (has_avx512()) return f32_avx512::rows(s, x, w.weight, w.bias, residual, y, part);
-    if (has_avx2()) return f32_avx2::rows(s, x, w.weight, w.bias, residual, y, part);
+    if (has_avx512()) return f32_avx512::rows(s, x, w.weight, w.bias, residual, y, begin, end);
+    if (has_avx2()) return f32_avx2::rows(s, x, w.weight, w.bias, residual, y, begin, end);
 #endif
-    f32_portable::rows(s, x, w.weight, w.bias, residual, y, part);
+    f32_portable::rows(s, x, w.weight, w.bias, residual, y, begin, end);
   });
 }
 

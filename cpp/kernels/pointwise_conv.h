@@ -3,8 +3,6 @@
 // ReLU6): for each pixel, out[n] = clamp(bias[n] + sum_k x[k] * w[n, k] + residual[n]). A
 // matrix product of [pixels, in] by [in, out], which is what a channels-last 1x1 convolution is.
 //
-// A Linear is the same product, a token a pixel (python/fxopt/runtime/packed_linear.py).
-//
 // Why fxopt has it: MobileNetV2's 34 1x1 convolutions at batch 1 are 0.2-20 M multiply-adds
 // each, and oneDNN's call through torch costs 25-40 us before any of them (a 16-channel 4x4
 // image took 38 us on a Zen 4 core, most of it descriptors and allocations made per call), on
@@ -48,9 +46,7 @@ void pointwise_pack_f32(const float* weight, const float* bias, int64_t out_chan
 
 // y [pixels, out] = clamp(x [pixels, in] * w^T + bias [+ residual [pixels, out]]), all
 // contiguous and of the packing's dtype (residual may be null), on up to `threads` threads
-// (kernels/row_split.h): parts of the pixels, or of the output channels where those are more
-// than four times the pixels (a Linear over few tokens), with the bits one thread gives. Throw
-// std::invalid_argument for sizes that describe no product.
+// (kernels/row_split.h). Throw std::invalid_argument for sizes that describe no product.
 void pointwise_conv_bf16(const PointwiseConv& shape, const uint16_t* x, const void* packed,
                          const uint16_t* residual, uint16_t* y, int threads);
 void pointwise_conv_f32(const PointwiseConv& shape, const float* x, const void* packed,

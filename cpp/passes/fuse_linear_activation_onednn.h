@@ -1,14 +1,9 @@
 // FuseLinearActivationOneDnn: a Linear, and the activation that is its only reader, become one
-// call of oneDNN's fused linear (torch.ops.mkldnn._linear_pointwise) on a weight packed once, or
-// of fxopt's own float GEMM, whichever measured fastest (the name predates the second).
+// call of oneDNN's fused linear (torch.ops.mkldnn._linear_pointwise) on a weight packed once.
 //
 //   before:  %h = linear(%x, %w, %b)        after:  %y = fxopt.runtime.onednn_linear.
 //            %y = gelu(%h)                                 linear_pointwise(%x, %w, %b,
 //                                                                   "gelu", [], "none")
-//   or, fxopt's GEMM (kernels/pointwise_conv.h, a token a pixel; ReLU / ReLU6 as its clamp,
-//   any other activation left after it):
-//            %h = linear(%x, %w, %b)        after:  %y = fxopt.runtime.packed_linear.
-//            %y = relu(%h)                                 packed_linear(%x, %w, %b, 0.0, None)
 //
 // Linears in every dialect (the Linear op view): a module's weight and bias are read through
 // get_attr nodes (`fc.weight`), the functional forms' get_attr operands are reused. Fused
@@ -24,23 +19,18 @@
 // 128 rows, 40% at one row, bfloat16 on a Zen 4), with the same results up to rounding.
 // Availability is decided in Python, where torch is: option "dtypes" lists the weight dtypes
 // the running torch and CPU may fuse (float32 where the op exists and oneDNN is enabled,
-// bfloat16 where oneDNN runs it natively); fxopt's kernel is a candidate for any float32 or
-// bfloat16 Linear on the CPU (the chooser leaves it out where its vector path does not run).
-// Other Linears, and those not on the CPU, are skipped with the reason.
-// Kernel choice (tuning/chooser.h), per Linear: "aten" (leave it), "fxopt" (fxopt's GEMM),
-// "onednn" (the op with attr "none", the activation left as it is) or "onednn_fused" (with the
-// activation); the static fallback, when nothing was measured, is the most fused oneDNN form
-// ("aten" where oneDNN refuses the dtype). Measured on one CPU the same rewrite won at one shape
-// and lost at the next (Zen 3: fused Linear+GELU 1.18-1.34x slower than ATen at MiniLM/BERT
-// shapes, GPT-2's 768x50257 head in 0.61x of ATen's time); fxopt's GEMM was level with ATen's
-// at one Zen 3 thread and 7-30% faster at two, where MKL's GEMM splits 128 tokens poorly.
+// bfloat16 where oneDNN runs it natively); other Linears, and those not on the CPU, are skipped
+// with the reason.
+// Kernel choice (tuning/chooser.h), per Linear: "aten" (leave it), "onednn" (the op with attr
+// "none", the activation left as it is) or "onednn_fused" (with the activation); the static
+// fallback, when nothing was measured, is the most fused form. Measured on one CPU the same
+// rewrite won at one shape and lost at the next (Zen 3: fused Linear+GELU 1.18-1.34x slower than
+// ATen at MiniLM/BERT shapes, GPT-2's 768x50257 head in 0.61x of ATen's time).
 // The op takes inputs of any rank (1-D to 4-D tried), non-contiguous inputs and weights, and a
 // None bias; float16 and float64 fail in oneDNN, hence the dtype list.
 // Numerics: oneDNN's GEMM sums in another order than MKL's (and its GELU / swish differ in the
 // last bits): expect ~1e-6 relative in float32, bfloat16 rounding in bfloat16.
-// Numerics of fxopt's GEMM: the bias, then the products in input-feature order, in float32
-// (~1e-7 relative against ATen's; bfloat16 rounded once from the float32 sum).
-// Caveat: neither call has an autograd formula: the transformed graph is for inference only.
+// Caveat: the op has no autograd formula: the transformed graph is for inference only.
 // Reverse rebuilds the captured Linear and activation (rewrite/capture.h); the weights were
 // never changed, so it is exact.
 // Measured on AMD EPYC Zen 4 (avx512_bf16), oneDNN sgemm vs MKL: torch.export graphs, one

@@ -14,7 +14,6 @@ namespace {
 using testing::FixedChooser;
 
 const std::string kSig = "KernelChoice-test";
-const char* const kPackedLinear = "fxopt.runtime.packed_linear.packed_linear";
 
 class KernelChoiceTest : public ::testing::Test, public testing::NormFixture {
  public:
@@ -52,8 +51,8 @@ TEST_F(KernelChoiceTest, TheQueryCarriesTheLinearsShapeAndCandidates) {
   EXPECT_EQ(q.dtype, "float32");
   EXPECT_EQ(q.variant, "gelu");
   EXPECT_EQ(q.value, "x");
-  EXPECT_EQ(q.candidates, (std::vector<std::string>{"aten", "fxopt", "onednn", "onednn_fused"}));
-  EXPECT_EQ(q.fallback, 3u);
+  EXPECT_EQ(q.candidates, (std::vector<std::string>{"aten", "onednn", "onednn_fused"}));
+  EXPECT_EQ(q.fallback, 2u);
   ASSERT_EQ(result.choices.size(), 1u);
   EXPECT_EQ(result.choices[0].node, "linear");
   EXPECT_EQ(result.choices[0].picked, "onednn_fused");
@@ -90,71 +89,18 @@ TEST_F(KernelChoiceTest, UnfusedOneDnnKeepsTheActivationAndReversesExactly) {
   EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
 }
 
-// fxopt's GEMM: an activation other than ReLU / ReLU6 stays a node of its own; the weight and
-// bias are read as they are, and reverse rebuilds the Linear exactly.
-TEST_F(KernelChoiceTest, FxoptsKernelLeavesAGeluAfterIt) {
-  build_linear_gelu();
-  auto graph_before = structure();
-  auto before = run({{"x", x_}});
-  FixedChooser chooser("fxopt");
-  PassResult result = fuse(chooser);
-  EXPECT_EQ(result.changed, (std::vector<std::string>{"packed_linear"}));
-  EXPECT_EQ(count(kPackedLinear), 1u);
-  EXPECT_EQ(count("aten.gelu.default"), 1u);
-  Node* call = program.graph.find_by_name("packed_linear");
-  ASSERT_NE(call, nullptr);
-  ASSERT_EQ(call->args().size(), 5u);
-  EXPECT_EQ(call->args()[0], Arg(program.graph.find_by_name("x")));
-  EXPECT_TRUE(call->args()[1].node()->is(NodeKind::GetAttr, Symbol::intern("fc.weight")));
-  EXPECT_TRUE(call->args()[2].node()->is(NodeKind::GetAttr, Symbol::intern("fc.bias")));
-  EXPECT_EQ(call->args()[3], Arg(None{}));
-  EXPECT_EQ(call->args()[4], Arg(None{}));
-  EXPECT_LE(max_diff(before, run({{"x", x_}})), 1e-12);
-  fuse(chooser, /*reverse=*/true);
-  EXPECT_EQ(structure(), graph_before);
-  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
-}
-
-// A ReLU6 (F.hardtanh to [0, 6], as Dynamo graphs write it) after a Linear without bias is the
-// kernel's clamp.
-TEST_F(KernelChoiceTest, FxoptsKernelTakesAReluSixAsItsClamp) {
+// A Linear without bias is named so once in the query's variant (the cache's key, the
+// candidates' operands).
+TEST_F(KernelChoiceTest, TheVariantNamesAMissingBiasOnce) {
   attribute("fc.weight", {6, 4});
   Node* x = b.input("x");
   Node* fc = b.call("linear", "aten.linear.default", {x, b.attr("fc_weight", "fc.weight")});
-  b.output(Tuple{{b.call("relu6", "torch.nn.functional.hardtanh", {fc, 0.0, 6.0})}});
+  b.output(Tuple{{b.call("relu", "aten.relu.default", {fc})}});
   program.graph.set_value_info(x, "float32", {2, 3, 4});
-  auto graph_before = structure();
-  auto before = run({{"x", x_}});
-  FixedChooser chooser("fxopt");
-  PassResult result = fuse(chooser);
+  FixedChooser chooser("onednn_fused");
+  fuse(chooser);
   ASSERT_EQ(chooser.queries.size(), 1u);
-  EXPECT_EQ(chooser.queries[0].variant, "relu6,no_bias");
-  EXPECT_EQ(result.changed.size(), 1u);
-  EXPECT_EQ(count("torch.nn.functional.hardtanh"), 0u);
-  Node* call = program.graph.find_by_name("packed_linear");
-  ASSERT_NE(call, nullptr);
-  EXPECT_EQ(call->args()[2], Arg(None{}));
-  EXPECT_EQ(call->args()[3], Arg(0.0));
-  EXPECT_EQ(call->args()[4], Arg(6.0));
-  EXPECT_EQ(program.graph.size(), 4u);  // x, the weight's read, the call, output
-  EXPECT_LE(max_diff(before, run({{"x", x_}})), 1e-12);
-  fuse(chooser, /*reverse=*/true);
-  EXPECT_EQ(structure(), graph_before);
-  EXPECT_EQ(max_diff(before, run({{"x", x_}})), 0.0);
-}
-
-// Where oneDNN refuses the dtype, fxopt's kernel is still a candidate (the only one besides
-// ATen's), and ATen's linear is what nothing measured keeps.
-TEST_F(KernelChoiceTest, FxoptsKernelIsOfferedWhereOneDnnRefusesTheDtype) {
-  build_linear_gelu();
-  FixedChooser chooser("fxopt");
-  PassResult result =
-      run_pass(FuseLinearActivationOneDnn({}), program, edits, ops, kSig, false, chooser);
-  ASSERT_EQ(chooser.queries.size(), 1u);
-  EXPECT_EQ(chooser.queries[0].candidates, (std::vector<std::string>{"aten", "fxopt"}));
-  EXPECT_EQ(chooser.queries[0].fallback, 0u);
-  EXPECT_EQ(result.changed.size(), 1u);
-  EXPECT_EQ(count(kPackedLinear), 1u);
+  EXPECT_EQ(chooser.queries[0].variant, "relu,no_bias");
 }
 
 TEST_F(KernelChoiceTest, ALaterLinearSeesTheSizesOfAFusedValue) {
@@ -372,7 +318,7 @@ TEST_F(KernelChoiceTest, AnAnswerOutOfRangeFailsNamingTheNode) {
     FAIL() << "expected a PassError";
   } catch (const PassError& e) {
     EXPECT_NE(std::string(e.what()).find("linear"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("picked candidate 4 of 4"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("picked candidate 3 of 3"), std::string::npos);
   }
 }
 

@@ -129,45 +129,6 @@ TEST(PointwiseConv, ThreadsAndNaN) {
   EXPECT_FALSE(std::isnan(y1[4 * 72]));
 }
 
-// More than four times as many output channels as pixels (a Linear over few tokens): the threads
-// take blocks of output channels instead of pixels, with the bits one thread gives, the last block
-// partial, the residual and the clamp applied once each.
-TEST(PointwiseConv, WideProductsSplitByOutputBlocks) {
-  PointwiseConv s;
-  s.pixels = 40, s.in_channels = 512, s.out_channels = 1000, s.lower = -1.0f, s.upper = 6.0f;
-  std::vector<uint16_t> x = bfloat16_values(size_t(s.pixels * s.in_channels), 0.37, 2.0);
-  std::vector<uint16_t> w = bfloat16_values(size_t(s.out_channels * s.in_channels), 0.91, 0.05);
-  std::vector<uint16_t> r = bfloat16_values(size_t(s.pixels * s.out_channels), 0.13, 1.5);
-  std::vector<float> b;
-  for (int64_t n = 0; n < s.out_channels; ++n) b.push_back(float(0.25 * double(n % 5) - 0.5));
-  std::vector<double> expected = reference(s, x, w, b, r);
-
-  std::vector<char> packed(size_t(pointwise_packed_bytes(s.out_channels, s.in_channels, true)));
-  pointwise_pack_bf16(w.data(), b.data(), s.out_channels, s.in_channels, packed.data());
-  std::vector<uint16_t> one(expected.size()), two(expected.size());
-  pointwise_conv_bf16(s, x.data(), packed.data(), r.data(), one.data(), 1);
-  pointwise_conv_bf16(s, x.data(), packed.data(), r.data(), two.data(), 2);
-  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(uint16_t)));
-
-  auto widened = [](const std::vector<uint16_t>& v) {
-    std::vector<float> out;
-    for (uint16_t h : v) out.push_back(bfloat16_to_float(h));
-    return out;
-  };
-  std::vector<float> xf = widened(x), wf = widened(w), rf = widened(r);
-  std::vector<char> packed_f(size_t(pointwise_packed_bytes(s.out_channels, s.in_channels, false)));
-  pointwise_pack_f32(wf.data(), b.data(), s.out_channels, s.in_channels, packed_f.data());
-  std::vector<float> y1(expected.size()), y2(expected.size());
-  pointwise_conv_f32(s, xf.data(), packed_f.data(), rf.data(), y1.data(), 1);
-  pointwise_conv_f32(s, xf.data(), packed_f.data(), rf.data(), y2.data(), 2);
-  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
-  for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_NEAR(y2[i], expected[i], 1e-4) << "float32, element " << i;
-    ASSERT_NEAR(bfloat16_to_float(two[i]), expected[i], std::abs(expected[i]) * 0x1p-8 + 1e-4)
-        << "bfloat16, element " << i;
-  }
-}
-
 TEST(PointwiseConv, RefusesSizesOfNoProduct) {
   PointwiseConv s;
   uint16_t x = 0, y = 0;

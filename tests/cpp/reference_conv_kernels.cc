@@ -252,14 +252,6 @@ void add_conv_kernels(ReferenceInterpreter& interpreter) {
             optional_tensor(args, 3));
         return clamped(in.ops(), y, node.args().at(4), node.args().at(5));
       });
-  // fxopt.runtime.packed_linear.packed_linear(x, w, b, lower, upper): the same kernel as a
-  // Linear, then the clamp (None: unbounded).
-  interpreter.add_kernel(
-      NodeKind::CallFunction, "fxopt.runtime.packed_linear.packed_linear",
-      [](ReferenceInterpreter& in, const Node& node, const std::vector<Value>& args) -> Value {
-        TensorInfo y = linear(in.ops(), tensor(args, 0), tensor(args, 1), optional_tensor(args, 2));
-        return clamped(in.ops(), y, node.args().at(3), node.args().at(4));
-      });
   // fxopt.runtime.static_int8_conv.int8_conv2d(x, values, scales, bias, stride, padding,
   // dilation, groups, x_scale, x_zero_point, residual, attr, scalars, algorithm): x rounded to
   // uint8 with the given scale and zero point (kernels/quantize_u8.h), the int8 weight scaled per

@@ -499,7 +499,6 @@ KERNEL_PINS: tuple[dict[str, str], ...] = (
     {},
     {"linear": "aten", "int8_linear": "float32", "attention": "sdpa"},
     {"linear": "onednn"},  # oneDNN's Linear with the activation left after it
-    {"linear": "fxopt"},  # fxopt's float GEMM, a ReLU / ReLU6 as its clamp
     {"int8_linear": "int8_onednn"},  # torch's packed int8 GEMMs, one call per Linear
     {"int8_linear": "int8_fbgemm"},
     {"int8_weight_only": "fxopt_int8", "int4_weight_only": "fxopt_int4"},  # fxopt's own kernels

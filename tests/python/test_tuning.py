@@ -11,9 +11,7 @@ import transformers
 import pytest
 
 import fxopt
-from fxopt import _core
 from fxopt.runtime.onednn_linear import linear_pointwise
-from fxopt.runtime.packed_linear import packed_linear
 from fxopt import tuning
 from fxopt.optimization import FuseLinearActivationOneDnn, QuantizeLinearsInt8, QuantizeLinearsWeightOnly, compose
 from fxopt.tuning import chooser as chooser_module
@@ -46,7 +44,7 @@ def needs_onednn():
 
 def test_a_candidate_that_loses_is_not_picked(measuring, monkeypatch):
     needs_onednn()
-    fake_timings(monkeypatch, {"aten": 1.0, "fxopt": 1.1, "onednn": 1.2, "onednn_fused": 1.5})
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 1.2, "onednn_fused": 1.5})
     model, gm, inputs = traced_bert()
     pass_ = FuseLinearActivationOneDnn()
     out = compose(pass_, inplace=False)(gm)
@@ -59,7 +57,7 @@ def test_a_candidate_that_loses_is_not_picked(measuring, monkeypatch):
 def test_a_winner_within_the_margin_is_not_picked(measuring, monkeypatch):
     needs_onednn()
     inside = 1 - chooser_module.MARGIN / 2
-    fake_timings(monkeypatch, {"aten": 1.0, "fxopt": inside, "onednn": inside, "onednn_fused": inside})
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": inside, "onednn_fused": inside})
     _, gm, _ = traced_bert()
     assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) == 0
 
@@ -67,7 +65,7 @@ def test_a_winner_within_the_margin_is_not_picked(measuring, monkeypatch):
 def test_measured_choices_change_the_graph_and_reverse_exactly(measuring, monkeypatch):
     needs_onednn()
     # Unfused oneDNN wins: every Linear becomes the op, every GELU stays.
-    fake_timings(monkeypatch, {"aten": 1.0, "fxopt": 0.6, "onednn": 0.5, "onednn_fused": 0.8})
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.8})
     model, gm, inputs = traced_bert()
     linears = sum(1 for n in gm.graph.nodes if "linear" in str(n.target))
     transformation = compose(FuseLinearActivationOneDnn(), inplace=False)
@@ -80,30 +78,9 @@ def test_measured_choices_change_the_graph_and_reverse_exactly(measuring, monkey
         assert torch.equal(a, b)
 
 
-def test_where_fxopts_gemm_measures_fastest_every_linear_runs_on_it(measuring, monkeypatch):
-    """fxopt's GEMM (runtime/packed_linear.py) picked for every Linear: the GELUs stay after it,
-    the outputs are the Linear's up to summation order, and reverse restores the graph exactly."""
-    if not _core.pointwise_conv_vectorized(False):
-        pytest.skip("fxopt's float32 GEMM runs here only as ATen's linear (no AVX2): never a candidate")
-    fake_timings(monkeypatch, {"aten": 1.0, "fxopt": 0.5, "onednn": 0.8, "onednn_fused": 0.7})
-    _, gm, inputs = traced_bert()
-    linears = sum(1 for n in gm.graph.nodes if "linear" in str(n.target))
-    pass_ = FuseLinearActivationOneDnn()
-    transformation = compose(pass_, inplace=False)
-    out = transformation(gm)
-    assert sum(1 for n in out.graph.nodes if n.target is packed_linear) == linears
-    assert onednn_calls(out) == 0 and gelu_calls(out) == gelu_calls(gm) > 0
-    assert {c.picked for c in pass_.report.choices} == {"fxopt"}
-    torch.testing.assert_close(out(**inputs), gm(**inputs), rtol=1e-5, atol=1e-5)
-    restored = transformation(out, reverse=True)
-    assert restored.code == gm.code
-    for a, b in zip(torch.utils._pytree.tree_leaves(restored(**inputs)), torch.utils._pytree.tree_leaves(gm(**inputs))):
-        assert torch.equal(a, b)
-
-
 def test_a_second_optimize_tunes_nothing(measuring, monkeypatch):
     needs_onednn()
-    timings = {"aten": 1.0, "fxopt": 0.9, "onednn": 0.9, "onednn_fused": 0.7, "sdpa": 1.0, "fxopt_f32": 0.8}  # default's queries
+    timings = {"aten": 1.0, "onednn": 0.9, "onednn_fused": 0.7, "sdpa": 1.0, "fxopt_f32": 0.8}  # default's queries
     timed = fake_timings(monkeypatch, timings)
     model = build_model(transformers.BertModel, tiny_bert_config())
     inputs = token_inputs(2, 8)
@@ -136,7 +113,7 @@ def test_a_cached_choice_follows_the_current_margin(measuring, monkeypatch):
     by today's: onednn 2% faster is picked at 1%, kept out at 3%; an entry without its times
     (written before they were kept) stays as cached."""
     needs_onednn()
-    timed = fake_timings(monkeypatch, {"aten": 1.0, "fxopt": 1.0, "onednn": 0.98, "onednn_fused": 0.98})
+    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.98, "onednn_fused": 0.98})
     _, gm, _ = traced_bert()
     assert onednn_calls(compose(FuseLinearActivationOneDnn(), inplace=False)(gm)) > 0
     measured = len(timed)
@@ -153,7 +130,7 @@ def test_a_cached_choice_follows_the_current_margin(measuring, monkeypatch):
 
 def test_a_pinned_choice_is_honoured_without_measuring(measuring, monkeypatch):
     needs_onednn()
-    timed = fake_timings(monkeypatch, {"aten": 0.1, "fxopt": 1.0, "onednn": 1.0, "onednn_fused": 1.0})
+    timed = fake_timings(monkeypatch, {"aten": 0.1, "onednn": 1.0, "onednn_fused": 1.0})
     _, gm, _ = traced_bert()
     pass_ = FuseLinearActivationOneDnn()
     with tuning.pinned({"linear[gelu]": "onednn_fused"}, linear="onednn"):
@@ -191,7 +168,7 @@ def test_an_unavailable_kernel_is_never_timed_or_picked(measuring, monkeypatch):
 def test_past_the_budget_the_static_fallback_applies(measuring, monkeypatch):
     needs_onednn()
     monkeypatch.setattr(measuring, "budget_s", 0.0)
-    timed = fake_timings(monkeypatch, {"aten": 0.1, "fxopt": 1.0, "onednn": 1.0, "onednn_fused": 1.0})
+    timed = fake_timings(monkeypatch, {"aten": 0.1, "onednn": 1.0, "onednn_fused": 1.0})
     _, gm, _ = traced_bert()
     pass_ = FuseLinearActivationOneDnn()
     compose(pass_, inplace=False)(gm)

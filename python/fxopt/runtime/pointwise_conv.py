@@ -23,21 +23,15 @@ _PACKED: PackCache[torch.Tensor] = PackCache()
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
-def packed(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """The kernel's packed form of `weight` ([out, in] or [out, in, 1, 1]) and `bias`, made on
-    the first call and kept while they live unchanged."""
-    return _PACKED.get(weight, (bias,), (), _pack, weight, bias)
-
-
 def _pack(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     out_channels, in_channels = weight.shape[0], weight.shape[1]
     rows = weight.detach().reshape(out_channels, in_channels).contiguous()
     shift = None if bias is None else bias.detach().float().contiguous()
     bfloat16 = weight.dtype == torch.bfloat16
-    buffer = torch.empty(_core.pointwise_packed_bytes(out_channels, in_channels, bfloat16), dtype=torch.uint8)
+    packed = torch.empty(_core.pointwise_packed_bytes(out_channels, in_channels, bfloat16), dtype=torch.uint8)
     bias_address = 0 if shift is None else shift.data_ptr()
-    _core.pointwise_pack(rows.data_ptr(), bias_address, out_channels, in_channels, bfloat16, buffer.data_ptr())
-    return buffer
+    _core.pointwise_pack(rows.data_ptr(), bias_address, out_channels, in_channels, bfloat16, packed.data_ptr())
+    return packed
 
 
 def _takes(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> bool:
@@ -81,6 +75,7 @@ def pointwise_conv2d(
             return y.to(x.dtype).contiguous(memory_format=torch.channels_last)
     batch, _, height, width = x.shape
     out_channels, in_channels = weight.shape[0], weight.shape[1]
+    packed = _PACKED.get(weight, (bias,), (), _pack, weight, bias)
     x = x.contiguous(memory_format=torch.channels_last)
     if residual is not None:
         residual = residual.contiguous(memory_format=torch.channels_last)
@@ -88,7 +83,7 @@ def pointwise_conv2d(
     _core.pointwise_conv(
         [batch * height * width, in_channels, out_channels],
         -float("inf") if lower is None else lower, float("inf") if upper is None else upper,
-        x.dtype == torch.bfloat16, x.data_ptr(), packed(weight, bias).data_ptr(),
+        x.dtype == torch.bfloat16, x.data_ptr(), packed.data_ptr(),
         0 if residual is None else residual.data_ptr(), y.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return y

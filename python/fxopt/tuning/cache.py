@@ -33,14 +33,14 @@ TIMING = "evicted+hot-activations+streamed"
 back after it, a Linear of a few tokens on weights streamed from memory): choices timed another
 way are not reused."""
 
-KERNELS = "k8"
+KERNELS = "k9"
 """The revision of the candidates' kernels, raised whenever one of them changes what it runs
 (k2: oneDNN's linear on a weight packed once; fxopt's int8 kernel prefetching into L2; k3: the
 per-token int8 Linear in fxopt's kernels, in the activations' dtype; k5: the int8 Linears timed
 with the outlier channels a query names; k6: the per-token int8 Linear on AVX2-only CPUs, with
 fxopt's exact product; k7: that product prefetching the weight, the per-token GELU cheaper,
-the float32 attention's unmasked softmax in one pass; k8: fxopt's int8 1x1 convolution),
-so a choice measured on the old kernel is not reused."""
+the float32 attention's unmasked softmax in one pass; k8: fxopt's int8 1x1 convolution; k9:
+fxopt's kernels split over torch's OpenMP team), so a choice measured on the old kernel is not reused."""
 
 
 def machine_key() -> str:

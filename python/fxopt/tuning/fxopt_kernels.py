@@ -7,11 +7,10 @@ activations rounded to int8 per row times 4-bit groups with VNNI (or AVX2) dot p
 QuantizeLinearsWeightOnly emits where they measure fastest. `fxopt` for a depthwise convolution
 (kernels/depthwise_conv.h through runtime/depthwise_conv.py), against `left`: what the later
 passes make of it, FuseDepthwiseConv's query; the same for a 1x1 convolution
-(kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query; and
-`fxopt` for FuseLinearActivationOneDnn's Linear: the same 1x1 kernel on the Linear's tokens
-(runtime/packed_linear.py). `float32_fxopt` / `bfloat16_fxopt` for QuantizeConvsInt8's query: a
-convolution one of those kernels takes, left in float, as they run it; and `int8_fxopt`, its
-int8 call on fxopt's 1x1 kernel (kernels/int8_pointwise_conv.h, AVX512-VNNI).
+(kernels/pointwise_conv.h through runtime/pointwise_conv.py), FusePointwiseConv's query. And
+`float32_fxopt` / `bfloat16_fxopt` for QuantizeConvsInt8's query: a convolution one of those
+kernels takes, left in float, as they run it; and `int8_fxopt`, its int8 call on fxopt's 1x1
+kernel (kernels/int8_pointwise_conv.h, AVX512-VNNI).
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from ..runtime import onednn_conv
 from ..runtime.depthwise_conv import depthwise_conv2d
 from ..runtime.int4_weight_linear import int4_weight_linear
 from ..runtime.int8_weight_linear import int8_weight_linear
-from ..runtime.packed_linear import packed_linear
 from ..runtime.pointwise_conv import pointwise_conv2d
 from .kernels import (
     _ACTIVATIONS,
@@ -40,7 +38,6 @@ from .kernels import (
     Weights,
     _conv_left,
     _conv_operands,
-    _linear_operands,
     int8_conv,
     random_operand,
     register,
@@ -171,19 +168,6 @@ def _own_conv(problem: Problem) -> Runner:
 
     return Runner(run, (o.weight, o.bias), o.activations)
 
-
-def _packed_linear(problem: Problem) -> Runner:
-    """FuseLinearActivationOneDnn's call on fxopt's GEMM: the clamp in the call for a ReLU /
-    ReLU6, any other activation after it."""
-    o = _linear_operands(problem)
-    lower, upper = _CLAMPS.get(o.activation, (None, None))
-    act = _ACTIVATIONS["none" if o.activation in _CLAMPS else o.activation]
-    return Runner(lambda w: act(packed_linear(o.x, w[0], w[1], lower, upper)), (o.weight, o.bias))
-
-
-# Available where the float32 path runs (AVX2); a bfloat16 call on a CPU without AVX512-BF16
-# runs ATen's linear in float32, never faster than `aten`.
-register("linear", "fxopt", lambda: _core.pointwise_conv_vectorized(False), _packed_linear)
 
 register("int8_conv2d", "float32_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
 register("int8_conv2d", "bfloat16_fxopt", lambda: _core.pointwise_conv_vectorized(False), _own_conv)
