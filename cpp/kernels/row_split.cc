@@ -64,6 +64,8 @@ class Pool {
       generation = uint32_t(++generation_);
       part_ = &part;
       parts_ = parts;
+      helpers_ = helpers;
+      joined_ = 0;
       done_.store(0);
       ticket_.store(uint64_t(generation) << 32);
     }
@@ -96,6 +98,9 @@ class Pool {
       wake_.wait(lock, [&] { return generation_ != seen; });
       seen = generation_;
       if (stopping_) return;
+      // A pool grown by an earlier call with more threads lends this one only those it asked for.
+      if (joined_ == helpers_) continue;
+      ++joined_;
       const std::function<void(int)>* part = part_;
       int parts = parts_;
       lock.unlock();
@@ -109,6 +114,8 @@ class Pool {
   uint64_t generation_ = 0;  // guarded by mutex_
   const std::function<void(int)>* part_ = nullptr;
   int parts_ = 0;
+  int helpers_ = 0;  // workers the current call may use
+  int joined_ = 0;   // workers that joined it
   bool stopping_ = false;
   std::atomic<uint64_t> ticket_{0};  // the generation, then the next part to claim
   std::atomic<int> done_{0};

@@ -38,10 +38,12 @@ class SplitRows : public testing::TestWithParam<Threads> {
 };
 
 // Every row in exactly one range, ranges starting at multiples of `align`, the work spread over
-// both threads (each range takes long enough that the second thread is up before the first has
-// claimed them all).
+// both threads and no more (each range takes long enough that the second thread is up before the
+// first has claimed them all).
 TEST_P(SplitRows, CoverEveryRowOnceOnEveryThread) {
   constexpr int64_t kRows = 1003, kAlign = 4;
+  // A call with more threads first: the own pool then holds more workers than this call asks for.
+  split_rows(kRows, int64_t(1) << 20, 4, kAlign, [](int64_t, int64_t) {});
   std::vector<std::atomic<int>> seen(kRows);
   std::mutex mutex;
   std::set<std::thread::id> workers;
