@@ -77,6 +77,23 @@ def test_fast_uses_bfloat16_only_where_the_cpu_has_it(monkeypatch: pytest.Monkey
     assert isinstance(presets.build("ChangePrecision(dtype=bfloat16)"), ChangePrecision)
 
 
+@pytest.mark.parametrize("native_bfloat16", [False, True], ids=["float32", "bfloat16"])
+def test_fast_calibrates_int8_with_a_margin_on_every_cpu(monkeypatch: pytest.MonkeyPatch, native_bfloat16: bool) -> None:
+    """Int8 is calibrated to FAST_INT8_COSINE whether a bfloat16 lowering follows or not: the rest
+    of the declared bound is left to the lowering and to inputs calibration never saw."""
+    from fxopt.optimization import passes
+
+    if not passes.int8_kernel_available():
+        pytest.skip("no int8 kernel runs here: fast has no int8 pass to calibrate")
+    monkeypatch.setattr(hardware, "fast_bfloat16_cpu", lambda: native_bfloat16)
+    int8 = [spec for spec in presets.preset_passes("fast") if spec.startswith(("QuantizeLinearsInt8", "QuantizeConvsInt8"))]
+    assert int8 and presets.FAST_COSINE < presets.FAST_INT8_COSINE < 1
+    compared = "bfloat16" if native_bfloat16 else "float32"
+    for spec in int8:
+        assert f"min_cosine={presets.FAST_INT8_COSINE}, compare_with={compared})" in spec
+        assert presets.build(spec).min_cosine == presets.FAST_INT8_COSINE
+
+
 ZEN4_FLAGS = {"avx2": True, "avx512_f": True, "avx512_vnni": True, "avx512_bf16": True, "amx_int8": False}
 
 
