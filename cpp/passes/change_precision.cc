@@ -418,14 +418,24 @@ std::vector<Trigger> ChangePrecision::triggers() const {
   return triggers;
 }
 
+namespace {
+
+bool lowered_before(const PassContext& ctx) {
+  for (const Node* n : ctx.rewriter.graph())
+    if (ctx.marked(*n)) return true;
+  return false;
+}
+
+}  // namespace
+
 void ChangePrecision::rewrite(PassContext& ctx, Node* node) const {
   // With the graph's dtypes known, the output node (the last candidate) lowers the whole graph
   // at once; without them, each op is lowered alone, between casts.
   if (graph_has_dtypes(ctx.rewriter.graph())) {
     if (node->kind() != NodeKind::Output) return;
-    // The same lowering again (equal parameters sign alike) would lower its own casts and, in
-    // reverse, undo both applications' records as its own: the graph is left as it is.
-    if (!marked_nodes(ctx.rewriter.graph(), ctx.signature).empty())
+    // The same lowering again (equal parameters sign alike) would lower its own casts: the
+    // graph is left as it is.
+    if (lowered_before(ctx))
       return ctx.skip(*node,
                       "the graph is already lowered to " + dtype_ + " by this transformation");
     return GraphLowering(ctx, dtype_, dtype_object_, full_dtype_objects_,

@@ -42,7 +42,7 @@ void FuseBatchNormInConv::rewrite(PassContext& ctx, Node* node) const {
     return ctx.skip(*node, "folds only a Conv2d into a BatchNorm2d");
   if (!only_shape_read_besides(*bn->input, *bn->node))
     return ctx.skip(*node, "the convolution's output has other users (besides reads of its shape)");
-  if (is_marked(*bn->input, ctx.signature))
+  if (ctx.marked(*bn->input))
     return ctx.skip(*node, "the convolution already absorbed a batch norm");
   if (conv->out_channels() != bn->features())
     return ctx.skip(*node, "its feature count differs from the convolution's output channels");

@@ -48,8 +48,7 @@ void FuseBatchNorm1dInLinear::rewrite(PassContext& ctx, Node* node) const {
                                "last dim");
   if (side == BatchNormSide::After && !only_shape_read_besides(*bn->input, *bn->node))
     return ctx.skip(*node, "the Linear's output has other users (besides reads of its shape)");
-  if (is_marked(*linear->node, ctx.signature))
-    return ctx.skip(*node, "the Linear already absorbed a batch norm");
+  if (ctx.marked(*linear->node)) return ctx.skip(*node, "the Linear already absorbed a batch norm");
   int64_t features = side == BatchNormSide::After ? linear->out_features : linear->in_features;
   if (features != bn->features())
     return ctx.skip(*node, "its feature count differs from the Linear's");

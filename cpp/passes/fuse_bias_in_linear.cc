@@ -8,8 +8,7 @@ namespace {
 // The ones column of `view`'s input this pass already made, or a new one before the Linear.
 Node* ones_column(PassContext& ctx, const LinearView& view) {
   for (Node* user : view.input->users())
-    if (is_marked(*user, ctx.signature) && ones_column_source(view, *user) == view.input)
-      return user;
+    if (ctx.marked(*user) && ones_column_source(view, *user) == view.input) return user;
   Node* column = create_ones_column(ctx.rewriter, view, view.node, view.input);
   ctx.changed(column);
   return column;

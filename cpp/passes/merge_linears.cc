@@ -26,7 +26,7 @@ std::vector<LinearView> readers_like(const PassContext& ctx, const LinearView& l
   const Program& program = ctx.rewriter.program();
   std::vector<LinearView> readers;
   for (Node* user : lead.input->users()) {
-    if (user == lead.node || is_marked(*user, ctx.signature)) continue;
+    if (user == lead.node || ctx.marked(*user)) continue;
     std::optional<LinearView> view = as_linear(program, *user);
     if (view && view->input == lead.input && same_kind(lead, *view) &&
         group_key(*view) == group_key(lead))
@@ -42,8 +42,7 @@ std::vector<LinearView> readers_like(const PassContext& ctx, const LinearView& l
 const LinearView* site_reading(const PassContext& ctx, const std::vector<LinearView>& sites,
                                const Node* input, const std::unordered_set<const Node*>& taken) {
   for (const LinearView& site : sites)
-    if (site.input == input && !taken.contains(site.node) && !is_marked(*site.node, ctx.signature))
-      return &site;
+    if (site.input == input && !taken.contains(site.node) && !ctx.marked(*site.node)) return &site;
   return nullptr;
 }
 
@@ -60,7 +59,7 @@ std::vector<std::vector<LinearView>> merge_groups(PassContext& ctx, const Linear
   std::vector<std::vector<LinearView>> groups;
   std::unordered_set<const Node*> taken;  // every site in a group: each joins one group once
   for (const LinearView& site : *lead_sites) {
-    if (is_marked(*site.node, ctx.signature)) {
+    if (ctx.marked(*site.node)) {
       *why_not = "it shares its tensors with '" + site.node->name() + "', which is merged already";
       return {};
     }

@@ -1,6 +1,7 @@
 #include "rewrite/marks.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace fxopt {
 namespace {
@@ -30,7 +31,48 @@ const Arg* stored_record(const Node& node, std::string_view signature) {
   return nullptr;
 }
 
+// Which application of `signature` the mark or record name `name` belongs to; 0 for another
+// transformation's.
+int application_of(std::string_view name, std::string_view signature) {
+  if (!name.starts_with(signature)) return 0;
+  std::string_view rest = name.substr(signature.size());
+  if (rest.empty()) return 1;
+  if (rest.front() != '@') return 0;
+  int application = 0;
+  auto [end, error] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), application);
+  return error == std::errc() && end == rest.data() + rest.size() ? application : 0;
+}
+
 }  // namespace
+
+std::string application_signature(std::string_view signature, int application) {
+  std::string name(signature);
+  if (application > 1) name += "@" + std::to_string(application);
+  return name;
+}
+
+int latest_application(const Graph& graph, std::string_view signature) {
+  int latest = 0;
+  auto see = [&](const Arg& name) {
+    if (name.is<std::string>())
+      latest = std::max(latest, application_of(name.as<std::string>(), signature));
+  };
+  for (const Node* n : graph) {
+    if (const auto* marks = tuple_items(*n, kMarksKey))
+      for (const Arg& m : *marks) see(m);
+    if (const auto* entries = tuple_items(*n, kReversalKey))
+      for (const Arg& entry : *entries)
+        if (const auto* pair = entry.sequence(); pair && !pair->empty()) see(pair->front());
+  }
+  return latest;
+}
+
+bool is_marked_by_any_application(const Node& node, std::string_view signature) {
+  const auto* marks = tuple_items(node, kMarksKey);
+  return marks && std::ranges::any_of(*marks, [&](const Arg& m) {
+           return m.is<std::string>() && application_of(m.as<std::string>(), signature) > 0;
+         });
+}
 
 bool is_marked(const Node& node, std::string_view signature) {
   const auto* marks = tuple_items(node, kMarksKey);

@@ -29,6 +29,16 @@ void unmark(Rewriter& rewriter, Node* node, std::string_view signature);
 // Nodes that carry `signature`'s mark, in graph order. O(n): reverse runs once per call.
 std::vector<Node*> marked_nodes(const Graph& graph, std::string_view signature);
 
+// Applications. A transformation applied to a graph it changed before marks and records this
+// application under a signature of its own, "<signature>@2", "@3", ...: reverse undoes the
+// latest application only, so compose(A, B, A) reverses A, B, A in that order even where both
+// A's sign alike (equal parameters). The first application keeps the plain signature.
+std::string application_signature(std::string_view signature, int application);
+// The latest application of `signature` whose marks or records the graph holds; 0 if none.
+int latest_application(const Graph& graph, std::string_view signature);
+// Whether any application of `signature` marked `node`.
+bool is_marked_by_any_application(const Node& node, std::string_view signature);
+
 // A record being written, in the order its fields are set.
 class Record {
  public:

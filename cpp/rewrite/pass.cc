@@ -161,7 +161,7 @@ void run_forward(const Pass& pass, PassContext& ctx, const Program& program) {
   pass.begin(program);
   for (Node* node : candidates(pass, program)) {
     // An earlier rewrite may have absorbed this candidate or changed what it is.
-    if (node->erased() || is_marked(*node, ctx.signature)) continue;
+    if (node->erased() || ctx.marked(*node)) continue;
     guarded(*node, [&] { pass.rewrite(ctx, node); });
   }
   ctx.rewriter.before_erase = nullptr;
@@ -215,11 +215,19 @@ void run_reverse(const Pass& pass, PassContext& ctx, const Graph& graph) {
 PassResult run_pass(const Pass& pass, Program& program, EditLog& log, TensorOps& tensors,
                     const std::string& signature, bool reverse, Chooser& chooser) {
   Rewriter rewriter(program, log);
-  PassContext ctx{rewriter, tensors, chooser, signature, {}, {}, {}};
-  if (reverse)
+  const int latest = latest_application(program.graph, signature);
+  const std::string application =
+      application_signature(signature, reverse ? std::max(latest, 1) : latest + 1);
+  PassContext ctx{rewriter, tensors, chooser, application, signature, {}, {}, {}};
+  if (reverse) {
     run_reverse(pass, ctx, program.graph);
-  else
+  } else {
     run_forward(pass, ctx, program);
+    // An application after an earlier one that changed nothing still counts: its reverse must
+    // come off first (and change nothing) rather than undo the earlier one's work.
+    if (latest > 0 && latest_application(program.graph, signature) == latest)
+      mark(rewriter, output_node(program.graph), application);
+  }
   return std::move(ctx.result);
 }
 

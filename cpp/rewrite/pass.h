@@ -12,6 +12,10 @@
 // `restore` (the output node comes last). The same record says where every other node a run
 // erased stood (rewrite/placement.h); once the reverse is done, the nodes it recreated go back
 // there with the marks and records other transformations left on them.
+//
+// Each application of a transformation to a graph it changed before signs its own marks and
+// records (rewrite/marks.h), and reverse undoes the latest application: applications come off
+// in the reverse of the order they went on.
 #pragma once
 
 #include <memory>
@@ -52,11 +56,14 @@ struct PassContext {
   Rewriter& rewriter;
   TensorOps& tensors;
   Chooser& chooser;
-  const std::string& signature;
+  const std::string& signature;       // this application's (rewrite/marks.h): marks, records
+  const std::string& transformation;  // every application's: the transformation's own
   PassResult result;
 
-  // Records the change in the result and marks the node with the pass's signature.
+  // Records the change in the result and marks the node with this application's signature.
   void changed(Node* node);
+  // Whether this transformation changed `node`, in this application or an earlier one.
+  bool marked(const Node& node) const { return is_marked_by_any_application(node, transformation); }
   // Records a node that reverse put back; reverse leaves no mark.
   void restored(Node* node) { result.changed.push_back(node->name()); }
   void skip(const Node& node, std::string reason);

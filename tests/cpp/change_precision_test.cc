@@ -167,8 +167,9 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
 }
 
-// The same lowering twice: the second changes nothing (it would lower the first's casts) and
-// reverse restores the graph the first one lowered.
+// The same lowering twice: the second changes nothing (it would lower the first's casts) but
+// counts as an application of its own (rewrite/marks.h): the first reverse undoes it (nothing),
+// the second the first lowering. compose(A, B, A) reverses B between them.
 TEST_F(ChangePrecisionTest, TheSameWholeGraphLoweringAgainLeavesTheGraph) {
   attribute("fc.weight", {4, 4});
   Node* x = b.input("x");
@@ -189,9 +190,14 @@ TEST_F(ChangePrecisionTest, TheSameWholeGraphLoweringAgainLeavesTheGraph) {
   EXPECT_EQ(again.skipped[0].reason,
             "the graph is already lowered to float16 by this transformation");
   EXPECT_EQ(structure(), lowered);
+  EXPECT_TRUE(is_marked(*program.graph.last(), kSig + "@2"));
 
+  EXPECT_TRUE(run_pass(pass, program, edits, ops, kSig, /*reverse=*/true).changed.empty());
+  EXPECT_EQ(structure(), lowered);
+  EXPECT_FALSE(is_marked(*program.graph.last(), kSig + "@2"));
   run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
   EXPECT_EQ(structure(), graph_before);
+  EXPECT_EQ(latest_application(program.graph, kSig), 0);
 }
 
 TEST_F(ChangePrecisionTest, PerTokenInt8LinearFollowsItsInputAndKeepsItsScales) {

@@ -22,9 +22,11 @@ from fxopt.optimization import (
     FuseBatchNormInConv,
     FuseBiasInLinear,
     FuseLinearActivationOneDnn,
+    FusePointwiseConv,
     MergeLinears,
     QuantizeLinearsInt8,
     QuantizeLinearsWeightOnly,
+    RemoveNoOps,
     RemoveRuntimeAsserts,
     Transformation,
     compose,
@@ -181,3 +183,67 @@ def test_a_merged_linear_quantized_then_reversed_step_by_step() -> None:
     assert back.code == code
     assert torch.equal(back(x), expected)
     assert not [name for name, _ in back.named_buffers() if "int8" in name]
+
+
+class _PointwiseConvRelu6(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.relu6(self.conv(x))
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_a_transformation_twice_in_a_composition_reverses_in_order(mode: str, inplace: bool) -> None:
+    # Fuzz seeds 1713, 2321, 4109, 4421: the two ChangePrecision members sign alike, and the
+    # second one's reverse (first in line, its forward changed nothing) undid the first one's
+    # lowering under the fused convolution; FusePointwiseConv's reverse then rebuilt reads of
+    # weights that were gone. Each application now signs its own marks (rewrite/marks.h).
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 5)
+    gm = fxopt.trace(_PointwiseConvRelu6().eval(), example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    expected, code = gm(x), gm.code
+    state = {k: v.clone() for k, v in gm.state_dict().items()}
+    first, fuse, second = ChangePrecision(torch.bfloat16), FusePointwiseConv(), ChangePrecision(torch.bfloat16)
+    composition = compose(first, fuse, second, inplace=inplace)
+    out = composition(copy.deepcopy(gm) if inplace else gm)
+    assert fuse.report.changed and not second.report.changed
+    assert any("pointwise_conv" in str(n.target) for n in out.graph.nodes)
+    torch.testing.assert_close(out(x), expected, atol=0.05, rtol=0.05)  # bfloat16
+
+    back = composition(out, reverse=True)
+    assert back.code == code
+    assert torch.equal(back(x), expected)
+    assert back.state_dict().keys() == state.keys()
+    for name, value in back.state_dict().items():
+        assert value.dtype == state[name].dtype and torch.equal(value, state[name]), name
+    assert not any(n.meta.get("fxopt_transformations") for n in back.graph.nodes)
+
+
+class _TwoPairs(torch.nn.Module):
+    """Two pairs of parallel Linears; the second pair reads x only once RemoveNoOps took out
+    the (inference) dropouts in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.d = (torch.nn.Linear(4, 4) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.c(torch.nn.functional.dropout(x, 0.1, training=False))
+        d = self.d(torch.nn.functional.dropout(x, 0.2, training=False))
+        return self.a(x) + self.b(x) + c * d
+
+
+@pytest.mark.parametrize("mode", ["symbolic", "export"])
+def test_each_application_of_one_transformation_reverses_on_its_own(mode: str) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    gm = fxopt.trace(_TwoPairs().eval(), example_inputs=(x,), mode=mode)  # type: ignore[arg-type]
+    first, second = MergeLinears(), MergeLinears()
+    out = compose(first, RemoveNoOps(), second, inplace=False)(gm)
+    assert "a_b_merged" in first.report.changed and "c_d_merged" in second.report.changed
+    assert len(first.get_transformed_nodes(out)) == 6  # both applications' nodes
+    torch.testing.assert_close(out(x), gm(x))
+    _round_trip(_TwoPairs().eval(), mode, MergeLinears(), RemoveNoOps(), MergeLinears())

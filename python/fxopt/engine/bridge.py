@@ -54,6 +54,13 @@ MARKS_KEY = "fxopt_transformations"
 APPLIED_ATTR = "_fxopt_applied"
 
 
+def is_application_of(mark: str, signature: str) -> bool:
+    """Whether `mark` is the signature of an application of `signature`'s transformation: the
+    first one signs plainly, a later one on a graph it changed before "<signature>@2", "@3"...
+    (rewrite/marks.h)."""
+    return mark == signature or (mark.startswith(signature + "@") and mark[len(signature) + 1 :].isdigit())
+
+
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
     """Pauses Python's cyclic garbage collector.
@@ -220,9 +227,9 @@ class Bridge:
         return PassReport.from_core(name, result, getattr(chooser, "spent_s", 0.0) - spent)
 
     def _check_records_survived(self, signature: str) -> None:
-        if signature not in self.gm.__dict__.get(APPLIED_ATTR, ()):
+        if not any(is_application_of(m, signature) for m in self.gm.__dict__.get(APPLIED_ATTR, ())):
             return
-        if any(signature in node.meta.get(MARKS_KEY, ()) for node in self.gm.graph.nodes):
+        if any(is_application_of(m, signature) for node in self.gm.graph.nodes for m in node.meta.get(MARKS_KEY, ())):
             return
         raise _core.PassError(
             f"cannot reverse {signature}: the GraphModule was transformed by it, but the node "

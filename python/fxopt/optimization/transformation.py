@@ -19,7 +19,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ..engine import codegen, lint
-from ..engine.bridge import paused_gc
+from ..engine.bridge import is_application_of, paused_gc
 
 MARKS_KEY = "fxopt_transformations"
 
@@ -87,7 +87,8 @@ class Transformation(ABC):
             node.meta[MARKS_KEY] = (*marks, self.signature)
 
     def transformed(self, node: Node) -> bool:
-        return self.signature in node.meta.get(MARKS_KEY, ())
+        """Whether this transformation marked `node` (in any of its applications)."""
+        return any(is_application_of(mark, self.signature) for mark in node.meta.get(MARKS_KEY, ()))
 
     def get_transformed_nodes(self, graph_module: GraphModule) -> list[Node]:
         return [node for node in graph_module.graph.nodes if self.transformed(node)]
