@@ -13,7 +13,6 @@ import transformers
 from torch import nn
 
 import fxopt
-from fxopt.tracing import sizes_of_one
 from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
@@ -348,49 +347,11 @@ def test_failed_dynamic_export_is_retried_static(monkeypatch: pytest.MonkeyPatch
     eager_matches(model, traced, example)
 
 
-@pytest.mark.parametrize("mode", ["dynamo", "export"])
-def test_an_example_batch_of_one_stays_dynamic(mode: str) -> None:
-    # One image is the example users have; the graph must still take a batch (and calibrate on
-    # one: fxopt.optimize(..., calibration=batch) failed on the graph's input check).
-    model = ConvNet().eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", TraceWarning)
-        traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode=mode)  # type: ignore[arg-type]
-    assert meta(traced)["fixed_sizes"] == {}
-    assert meta(traced)["dynamic_dims"] == {"x": [0]}
-    for batch in (1, 3):
-        eager_matches(model, traced, torch.randn(batch, 3, 8, 8))
-
-
-def test_example_of_size_one_is_reported_as_fixed_where_torch_cannot_keep_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(sizes_of_one, "_config", lambda: None)  # a torch without the option
+def test_example_of_size_one_is_reported_as_fixed() -> None:
     model = ConvNet().eval()
     with pytest.warns(TraceWarning, match="use examples of size 2 or more"):
         traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="export")
     assert meta(traced)["fixed_sizes"] == {"x": {0: 1}}
-
-
-def test_a_trace_that_fails_with_sizes_of_one_dynamic_is_made_again_without(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from torch.fx.experimental import _config
-
-    real_export = torch.export.export
-
-    def export_needing_the_exact_size(*args: Any, **kwargs: Any) -> torch.export.ExportedProgram:
-        if _config.backed_size_oblivious:
-            raise RuntimeError("this model branches on its batch being 1")
-        return real_export(*args, **kwargs)
-
-    monkeypatch.setattr(torch.export, "export", export_needing_the_exact_size)
-    model = ConvNet().eval()
-    with pytest.warns(TraceWarning, match="use examples of size 2 or more"):
-        traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="export")
-    assert meta(traced)["fixed_sizes"] == {"x": {0: 1}}
-    assert meta(traced)["dynamic_failure"] is None
-    eager_matches(model, traced, torch.randn(1, 3, 8, 8))
 
 
 # --- auto -------------------------------------------------------------------------------------

@@ -57,7 +57,6 @@ from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
 from . import signature
-from .sizes_of_one import keeping_sizes_of_one
 from .unbuilt_guards import shape_guards_unbuilt
 from .uncopied_tensors import tensors_uncopied
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
@@ -423,12 +422,8 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    export = torch._dynamo.export(model, assume_static_by_default=not dynamic)
     with shape_guards_unbuilt(), tensors_uncopied():
-        if dynamic:
-            result = keeping_sizes_of_one(lambda: export(**inputs), _sizes(inputs, static=images))
-        else:
-            result = export(**inputs)
+        result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
     restore_model_names(graph_module, model)
     record_example_values(graph_module)
@@ -472,7 +467,7 @@ def _trace_export(
     requested = _requested_dynamic_dims(inputs, dynamic)
     dynamic_failure: str | None = None
     try:
-        program = keeping_sizes_of_one(lambda: _export(model, inputs, requested), _sizes(inputs, requested))
+        program = _export(model, inputs, requested)
     except Exception as exc:  # retried static below; a static failure propagates
         if not requested:
             raise
@@ -535,22 +530,6 @@ def _export_inputs(
         f"tracing {type(model).__name__} with dynamo or torch.export needs example_inputs to run "
         "it on (fxopt can only invent them for transformers models)"
     )
-
-
-def _sizes(
-    inputs: dict[str, Any],
-    dims: dict[str, tuple[int, ...]] | None = None,
-    static: dict[str, tuple[int, ...]] | None = None,
-) -> list[int]:
-    """The example sizes of the tensor inputs' dimensions: those in `dims` (all if None) that
-    are not in `static`."""
-    return [
-        size
-        for name, value in inputs.items()
-        if isinstance(value, torch.Tensor) and (dims is None or name in dims)
-        for dim, size in enumerate(value.shape)
-        if (dims is None or dim in dims[name]) and dim not in (static or {}).get(name, ())
-    ]
 
 
 def _image_inputs(inputs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -632,7 +611,6 @@ def _fixed_sizes_message(model: nn.Module, info: TraceInfo) -> str:
         message += f" (export with dynamic sizes failed: {info['dynamic_failure']})"
     if any(size <= 1 for dims in info["fixed_sizes"].values() for size in dims.values()):
         message += (
-            "; an example size of 0 or 1 is fixed where the model's code needs it exactly (or this "
-            "torch cannot keep it dynamic): use examples of size 2 or more"
+            "; torch.export always fixes example sizes 0 and 1: use examples of size 2 or more"
         )
     return message
