@@ -293,6 +293,25 @@ def test_dynamo_graph_refuses_another_resolution_saying_how_to_trace_one() -> No
     assert "dynamic='all'" in message
 
 
+def test_dynamo_graph_of_a_batch_of_one_refuses_a_batch_saying_how_to_trace_one(
+    tiny_bert: transformers.BertModel,
+) -> None:
+    # The example users have at hand is one sentence or one image; Dynamo fixes that batch.
+    model = ConvNet().eval()
+    traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="dynamo")
+    eager_matches(model, traced, torch.randn(1, 3, 8, 8))
+    with pytest.raises(AssertionError) as refused:
+        traced(torch.randn(4, 3, 8, 8))
+    message = str(refused.value)
+    assert "input 'x' must have shape [1, 3, 8, 8]" in message
+    assert "trace on an example of 2 or more there" in message and "dynamic='all'" in message
+    text = fxopt.trace(tiny_bert, example_inputs=token_inputs(1, 9), mode="dynamo")
+    with pytest.raises(AssertionError, match=r"must have shape \[1, \*\].*example of 2 or more"):
+        text(**token_inputs(4, 9))
+    # An example of two keeps the batch free: no note.
+    assert "example of 2 or more" not in fxopt.trace(model, example_inputs=torch.randn(2, 3, 8, 8), mode="dynamo").code
+
+
 def test_export_without_dynamic_fixes_the_example_sizes() -> None:
     model = ConvNet().eval()
     traced = fxopt.trace(

@@ -84,6 +84,12 @@ IMAGE_SIZE_NOTE = (
 )
 """Why a graph refuses an image of another size, and the two ways to one that takes it."""
 
+SIZE_ONE_NOTE = (
+    "Dynamo fixes a dimension the example gives size 1 (a batch of one): to call the graph at "
+    "other sizes, trace on an example of 2 or more there (fxopt.optimize: example_inputs=a batch)"
+)
+"""Why a graph refuses a batch when its example was one sentence or image, and what to do."""
+
 TRACE_META_KEY = "fxopt_trace"
 """Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
 
@@ -434,7 +440,11 @@ def _trace_dynamo(
         if isinstance(traced := node.meta.get("val"), torch.Tensor)
         and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
     }
-    guard_inputs(graph_module, list(inputs), notes={name: IMAGE_SIZE_NOTE for name in images})
+    notes = {name: IMAGE_SIZE_NOTE for name in images}
+    if dynamic:
+        for name in _fixed_sizes_of_one(inputs, dynamic_dims, images):
+            notes[name] = SIZE_ONE_NOTE + (f"; {notes[name]}" if name in notes else "")
+    guard_inputs(graph_module, list(inputs), notes=notes)
     signature.record(graph_module, model, list(inputs))
     graph_module.meta[TRACE_META_KEY] = TraceInfo(
         mode="dynamo",
@@ -530,6 +540,22 @@ def _export_inputs(
         f"tracing {type(model).__name__} with dynamo or torch.export needs example_inputs to run "
         "it on (fxopt can only invent them for transformers models)"
     )
+
+
+def _fixed_sizes_of_one(
+    inputs: dict[str, Any], dynamic_dims: dict[str, list[int]], static: dict[str, tuple[int, ...]]
+) -> list[str]:
+    """The tensor inputs with a dimension of example size 1 that Dynamo fixed, though it was
+    asked to keep it dynamic (not in `static`)."""
+    return [
+        name
+        for name, value in inputs.items()
+        if isinstance(value, torch.Tensor)
+        and any(
+            size == 1 and dim not in dynamic_dims.get(name, ()) and dim not in static.get(name, ())
+            for dim, size in enumerate(value.shape)
+        )
+    ]
 
 
 def _image_inputs(inputs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
