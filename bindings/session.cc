@@ -311,9 +311,27 @@ void Session::read_value_info(Node* node, const Fingerprint& print) {
   if (!PyObject_TypeCheck(shape.ptr(), (PyTypeObject*)size_type_.ptr())) return;
   std::vector<int64_t> sizes;
   for (nb::handle size : shape)
-    sizes.push_back(PyLong_CheckExact(size.ptr()) ? PyLong_AsLongLong(size.ptr()) : -1);
+    sizes.push_back(PyLong_CheckExact(size.ptr()) ? PyLong_AsLongLong(size.ptr())
+                                                  : symbolic_size(size));
   program_.graph.set_value_info(node, dtype_name(get(value, keys.dtype)), std::move(sizes),
                                 std::move(device));
+}
+
+// A SymInt's sympy expression names its size: one number below -1 per expression, so values
+// fx traced with one batch symbol compare equal (Node::shape); -1 where it has none.
+int64_t Session::symbolic_size(nb::handle size) {
+  nb::object expr;
+  try {
+    expr = size.attr("node").attr("expr");
+  } catch (const nb::python_error&) {
+    return -1;
+  }
+  if (PyObject* id = PyDict_GetItemWithError(symbolic_sizes_.ptr(), expr.ptr()))
+    return PyLong_AsLongLong(id);
+  if (PyErr_Occurred()) throw nb::python_error();
+  int64_t id = -2 - int64_t(symbolic_sizes_.size());
+  symbolic_sizes_[expr] = id;
+  return id;
 }
 
 int Session::traverse(visitproc visit, void* arg) const {
@@ -325,6 +343,7 @@ int Session::traverse(visitproc visit, void* arg) const {
   for (const nb::object& o : opaques_) Py_VISIT(o.ptr());
   for (const auto& [symbol, callable] : callables_) Py_VISIT(callable.ptr());
   Py_VISIT(opaque_by_value_.ptr());
+  Py_VISIT(symbolic_sizes_.ptr());
   Py_VISIT(qualname_.ptr());
   Py_VISIT(resolve_.ptr());
   return modules_.traverse(visit, arg);

@@ -129,6 +129,7 @@ class Session {
   bool same(const Fingerprint& a, const Fingerprint& b) const;
   // The recorded dtype, sizes and device of `node`'s value, if fx recorded them.
   void read_value_info(Node* node, const Fingerprint& print);
+  int64_t symbolic_size(nb::handle size);
 
   Arg to_arg(nb::handle value);
   Arg sequence_to_arg(nb::handle value, bool is_list);
@@ -173,6 +174,7 @@ class Session {
   std::vector<nb::object> opaques_;
   std::unordered_map<PyObject*, uint64_t> opaque_by_object_;  // opaques_ keeps the keys alive
   nb::dict opaque_by_value_;  // equal devices, dtypes, layouts, memory formats -> one id
+  nb::dict symbolic_sizes_;   // a symbolic size's sympy expression -> its number (below -1)
   std::unordered_map<PyObject*, Symbol> symbols_;  // call_function target -> symbol
   std::unordered_map<Symbol, nb::object> callables_;
   std::vector<Fingerprint> fingerprints_;

@@ -44,8 +44,10 @@ class Node {
   // Number of dimensions of the node's tensor value, when fx recorded its shape
   // (node.meta["val"] or ["tensor_meta"]); unknown for nodes the core created.
   std::optional<int> rank() const { return rank_ < 0 ? std::nullopt : std::optional<int>(rank_); }
-  // The dtype of the node's tensor value ("float32", "int64", "bool", ...) and its sizes (-1 for
-  // a symbolic size), when fx recorded them; empty otherwise (no tensor value, or unknown).
+  // The dtype of the node's tensor value ("float32", "int64", "bool", ...) and its sizes, when
+  // fx recorded them; empty otherwise (no tensor value, or unknown). A symbolic size is
+  // negative: below -1 one number per symbolic expression, so equal negative sizes of two
+  // values are equal whatever the inputs (a batch traced as one symbol); -1 says nothing.
   const std::string& dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   // The device of the node's tensor value ("cpu", "cuda:0", ...) when fx recorded it (export's

@@ -25,8 +25,9 @@ std::optional<ResidualAdd> residual_add(Node* conv) {
            user->args()[0].node() == conv)
     other = user->args()[1].node();  // conv += r writes conv's value only
   if (!other || other == conv) return std::nullopt;
-  bool known = std::ranges::none_of(conv->shape(), [](int64_t d) { return d < 0; });
-  if (!known || other->shape() != conv->shape() || other->dtype() != conv->dtype())
+  // Equal named sizes are equal at run time (Node::shape); -1 names none.
+  bool named = std::ranges::none_of(conv->shape(), [](int64_t d) { return d == -1; });
+  if (!named || other->shape() != conv->shape() || other->dtype() != conv->dtype())
     return std::nullopt;
   return ResidualAdd{user, other};
 }

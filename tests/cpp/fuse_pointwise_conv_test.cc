@@ -57,6 +57,33 @@ TEST_F(FusePointwiseConvTest, ConvolutionResidualAddAndReluBecomeOneCall) {
   EXPECT_EQ(max_diff(before, run({{"x", x_}, {"r", r_}})), 0.0);
 }
 
+// A batch traced as a symbol: the residual's batch is the convolution's when both read the same
+// symbol's number (Node::shape); another symbol, or a size fx named not at all (-1), proves
+// nothing and the add stays.
+class SymbolicBatchTest : public FusePointwiseConvTest {
+ protected:
+  // Whether the pass takes a residual of batch `residual_batch` into a convolution of batch
+  // `conv_batch`; the result computes what the graph did either way.
+  bool takes_residual(int64_t conv_batch, int64_t residual_batch) {
+    attribute("p.weight", {6, 8, 1, 1});
+    Node* x = shaped(b.input("x"), {conv_batch, 8, 4, 4});
+    Node* r = shaped(b.input("r"), {residual_batch, 6, 4, 4});
+    Node* c =
+        conv("conv2d", x, b.attr("p_weight", "p.weight"), None{}, 1, 0, 1, {conv_batch, 6, 4, 4});
+    b.output(Tuple{{shaped(b.call("add", "_operator.add", {c, r}), {conv_batch, 6, 4, 4})}});
+    auto before = run({{"x", x_}, {"r", r_}});
+    testing::FixedChooser chooser("fxopt");
+    apply(false, &chooser);
+    EXPECT_LE(max_diff(before, run({{"x", x_}, {"r", r_}})), 1e-12);
+    EXPECT_EQ(fused().size(), 1u);  // the convolution is fused either way
+    return fused().size() == 1 && fused()[0]->args()[3] == Arg(r);
+  }
+};
+
+TEST_F(SymbolicBatchTest, TheSameSymbolIsTakenIn) { EXPECT_TRUE(takes_residual(-2, -2)); }
+TEST_F(SymbolicBatchTest, AnotherSymbolIsNot) { EXPECT_FALSE(takes_residual(-2, -3)); }
+TEST_F(SymbolicBatchTest, AnUnnamedSizeIsNot) { EXPECT_FALSE(takes_residual(-1, -1)); }
+
 // An expansion in float32: no bias, ReLU6 as hardtanh(0, 6), the static choice (fxopt's kernel).
 TEST_F(FusePointwiseConvTest, Float32ConvolutionAndRelu6WithoutBias) {
   attribute("e.weight", {6, 8, 1, 1});
