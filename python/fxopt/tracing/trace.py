@@ -56,7 +56,7 @@ from .diagnose import likely_cause, refuse_untraceable
 from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
-from . import signature
+from . import repeated_layers, signature
 from .unbuilt_guards import shape_guards_unbuilt
 from .uncopied_tensors import tensors_uncopied
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
@@ -149,6 +149,9 @@ class TraceInfo(TypedDict):
     fallback_reason: str | None
     """In auto mode, why the modes tried before this one failed ("symbolic: ...; dynamo: ...");
     else None."""
+    copied_layers: dict[str, int]
+    """Dynamo: per stack of alike layers (its container's path), how many layers were copied
+    from a traced one instead of traced (`repeated_layers`); empty otherwise."""
 
 
 def trace(
@@ -386,6 +389,7 @@ def _trace_symbolic(model: nn.Module, names: list[str] | None) -> GraphModule:
         fixed_sizes={},
         dynamic_failure=None,
         fallback_reason=None,
+        copied_layers={},
     )
     return graph_module
 
@@ -428,10 +432,9 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    with shape_guards_unbuilt(), tensors_uncopied():
-        result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
-    graph_module = result.graph_module
-    restore_model_names(graph_module, model)
+    graph_module, copied = _dynamo_graph_of_stacks(model, inputs, dynamic) or (None, {})
+    if graph_module is None:
+        graph_module = _dynamo_graph(model, inputs, dynamic, [])
     record_example_values(graph_module)
     placeholders = graph_module.graph.find_nodes(op="placeholder")
     dynamic_dims = {
@@ -453,8 +456,44 @@ def _trace_dynamo(
         fixed_sizes={},
         dynamic_failure=None,
         fallback_reason=None,
+        copied_layers=copied,
     )
     return graph_module
+
+
+def _dynamo_graph(
+    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic, stacks: list[repeated_layers.Stack]
+) -> GraphModule:
+    """`torch._dynamo.export`'s graph of `model` with the model's names, `stacks` shortened to
+    their first two alike layers while it traces."""
+    with shape_guards_unbuilt(), tensors_uncopied(), repeated_layers.stacks_shortened(stacks):
+        result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
+    graph_module = result.graph_module
+    restore_model_names(graph_module, model)
+    return graph_module
+
+
+def _dynamo_graph_of_stacks(
+    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic
+) -> tuple[GraphModule, dict[str, int]] | None:
+    """The graph traced with each stack of alike layers shortened and its other layers copied
+    (`repeated_layers`), with the number copied per stack; None where that does not apply or
+    does not give the model's own outputs: a model in train mode (dropout), layers that do not
+    trace alike, a model that cannot run shortened."""
+    if in_train_mode(model):
+        return None
+    stacks = repeated_layers.find_stacks(model)
+    if not stacks:
+        return None
+    try:
+        graph_module = _dynamo_graph(model, inputs, dynamic, stacks)
+    except Exception:  # the model needs all its layers to run (it indexes them): traced whole
+        return None
+    if not repeated_layers.stamp_layers(graph_module, stacks):
+        return None
+    if not repeated_layers.computes_model(graph_module, model, inputs):
+        return None
+    return graph_module, {stack.path: stack.count - 2 for stack in stacks}
 
 
 def record_example_values(graph_module: GraphModule) -> None:
@@ -504,6 +543,7 @@ def _trace_export(
         fixed_sizes=fixed,
         dynamic_failure=dynamic_failure,
         fallback_reason=None,
+        copied_layers={},
     )
     return graph_module
 

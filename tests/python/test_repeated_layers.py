@@ -1,0 +1,184 @@
+"""fxopt.trace's Dynamo mode traces two of a stack of alike layers and copies the rest
+(`fxopt.tracing.repeated_layers`): the result must be the graph a whole trace gives, and every
+model where copying would not give the model's own computation must be traced whole."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxopt
+from fxopt.tracing import repeated_layers
+from fxopt.tracing.train_mode import TrainModeWarning
+
+transformers = pytest.importorskip("transformers")
+
+
+def _whole_trace(model: nn.Module, inputs: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> torch.fx.GraphModule:
+    with monkeypatch.context() as patch:
+        patch.setattr(repeated_layers, "find_stacks", lambda model: [])
+        return fxopt.trace(model, example_inputs=inputs, mode="dynamo")
+
+
+def _operations(graph_module: torch.fx.GraphModule) -> list[tuple[str, str, list[object]]]:
+    """Each node's operation, target and arguments, nodes named by their position."""
+    nodes = list(graph_module.graph.nodes)
+    position = {node: i for i, node in enumerate(nodes)}
+    described = []
+    for node in nodes:
+        arguments = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{position[n]}")
+        described.append((node.op, str(node.target), [repr(arguments)]))
+    return described
+
+
+def _bert(layers: int = 4) -> nn.Module:
+    config = transformers.BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4, intermediate_size=64
+    )
+    torch.manual_seed(0)
+    return transformers.BertModel(config).eval()
+
+
+def _text(batch: int, length: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[0, length // 2 :] = 0
+    return {"input_ids": torch.randint(0, 100, (batch, length), generator=generator), "attention_mask": mask}
+
+
+def test_a_bert_stack_is_traced_twice_and_copied_into_the_whole_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _bert(layers=4)
+    inputs = _text(2, 16)
+    copied = fxopt.trace(model, example_inputs=inputs, mode="dynamo")
+    whole = _whole_trace(model, inputs, monkeypatch)
+    assert copied.meta["fxopt_trace"]["copied_layers"] == {"encoder.layer": 2}
+    assert whole.meta["fxopt_trace"]["copied_layers"] == {}
+    assert _operations(copied) == _operations(whole)
+    # The copies read their own layer's weights, the model's tensors themselves.
+    targets = {str(n.target) for n in copied.graph.find_nodes(op="get_attr")}
+    assert "encoder.layer.3.output.dense.weight" in targets
+    assert copied.get_parameter("encoder.layer.3.output.dense.weight") is model.encoder.layer[3].output.dense.weight
+    assert list(copied.state_dict()) == list(model.state_dict())
+    # Their module stacks name their layer, as Dynamo's record of a traced layer does.
+    in_layer_3 = [
+        n for n in copied.graph.nodes
+        if any(fqn.endswith("encoder.layer.3.output.dense") for fqn, _ in n.meta.get("nn_module_stack", {}).values())
+    ]
+    assert [n.target for n in in_layer_3 if n.op == "call_function"] == [torch._C._nn.linear]
+    # The same values as eager at other sizes (batch and sequence stay dynamic).
+    other = _text(3, 9, seed=1)
+    with torch.no_grad():
+        expected = model(**other)
+        torch.testing.assert_close(copied(**other), expected, rtol=0, atol=0)
+        torch.testing.assert_close(whole(**other), expected, rtol=0, atol=0)
+
+
+class _Block(nn.Module):
+    def __init__(self, width: int, index: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.layer_idx = index  # differs by the layers' distance: a layer's own index
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) * self.scale + x
+
+
+class _Stack(nn.Module):
+    """A stem, then `count` blocks; `flip_at` negates the stream after that block (the parent's
+    loop treats one layer differently), `keep_all` returns every block's output."""
+
+    def __init__(self, count: int = 5, flip_at: int | None = None, keep_all: bool = False, scales: list[float] | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Linear(8, 8)
+        scales = scales or [1.0] * count
+        self.blocks = nn.ModuleList(_Block(8, i, scales[i]) for i in range(count))
+        self.flip_at = flip_at
+        self.keep_all = keep_all
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        h = self.stem(x)
+        kept = []
+        for i, block in enumerate(self.blocks):
+            h = block(h)
+            if i == self.flip_at:
+                h = -h
+            kept.append(h)
+        return tuple(kept) if self.keep_all else h
+
+
+def _check_traced(model: nn.Module, copied: dict[str, int]) -> torch.fx.GraphModule:
+    x = torch.randn(4, 8)
+    graph_module = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    assert graph_module.meta["fxopt_trace"]["copied_layers"] == copied
+    other = torch.randn(6, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(graph_module(other), model(other), rtol=0, atol=0)
+    return graph_module
+
+
+def test_a_plain_module_list_of_alike_blocks_is_copied() -> None:
+    graph_module = _check_traced(_Stack(count=5).eval(), {"blocks": 3})
+    linears = [n for n in graph_module.graph.nodes if n.target is torch._C._nn.linear]
+    assert len(linears) == 6
+
+
+def test_the_parents_loop_treating_a_later_layer_differently_is_traced_whole() -> None:
+    # The two traced layers match, so only the check against the model sees the difference.
+    _check_traced(_Stack(count=5, flip_at=3).eval(), {})
+
+
+def test_every_layers_output_kept_is_traced_whole() -> None:
+    _check_traced(_Stack(count=4, keep_all=True).eval(), {})
+
+
+def test_layers_with_other_settings_are_not_alike() -> None:
+    model = _Stack(count=5, scales=[1.0, 2.0, 1.0, 1.0, 1.0]).eval()
+    assert [(s.path, s.first, s.count) for s in repeated_layers.find_stacks(model)] == [("blocks", 2, 3)]
+    _check_traced(model, {"blocks": 1})
+
+
+def test_a_hook_on_one_layer_keeps_the_stack_whole() -> None:
+    model = _Stack(count=5).eval()
+    model.blocks[4].register_forward_hook(lambda module, args, out: out * 3)
+    assert [(s.first, s.count) for s in repeated_layers.find_stacks(model)] == []
+    _check_traced(model, {})
+
+
+def test_a_model_in_train_mode_is_traced_whole() -> None:
+    model = _Stack(count=5).train()
+    x = torch.randn(4, 8)
+    with pytest.warns(TrainModeWarning):
+        graph_module = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    assert graph_module.meta["fxopt_trace"]["copied_layers"] == {}
+
+
+class _Indexing(nn.Module):
+    """Reads its last layer by index: it cannot run with the stack shortened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(_Block(8, i) for i in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks[:3]:
+            x = block(x)
+        return self.blocks[3](x)
+
+
+def test_a_model_indexing_its_layers_is_traced_whole() -> None:
+    _check_traced(_Indexing().eval(), {})
+    assert [(s.first, s.count) for s in repeated_layers.find_stacks(_Indexing())] == [(0, 4)]
+
+
+def test_the_shortened_stack_is_restored_when_tracing_fails() -> None:
+    model = _Stack(count=4).eval()
+    layers = list(model.blocks)
+    with pytest.raises(RuntimeError, match="boom"):
+        with repeated_layers.stacks_shortened(repeated_layers.find_stacks(model)):
+            assert len(model.blocks) == 2
+            raise RuntimeError("boom")
+    assert list(model.blocks) == layers
