@@ -125,9 +125,26 @@ def test_a_plain_module_list_of_alike_blocks_is_copied() -> None:
     assert len(linears) == 6
 
 
-def test_the_parents_loop_treating_a_later_layer_differently_is_traced_whole() -> None:
-    # The two traced layers match, so only the check against the model sees the difference.
+def test_the_parents_loop_treating_a_later_layer_differently_is_traced_whole(capfd: pytest.CaptureFixture[str]) -> None:
+    # The two traced layers match, so only the check against the model sees the difference;
+    # it says nothing (fx's GraphModule prints the code of a failing line).
     _check_traced(_Stack(count=5, flip_at=3).eval(), {})
+    assert "FX-traced" not in capfd.readouterr().err
+
+
+def test_an_image_model_is_checked_on_its_whole_example() -> None:
+    config = transformers.ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64
+    )
+    torch.manual_seed(0)
+    model = transformers.ViTModel(config).eval()
+    pixels = torch.randn(2, 3, 32, 32)
+    graph_module = fxopt.trace(model, example_inputs={"pixel_values": pixels}, mode="dynamo")
+    layers = next(path for path, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m) == 4)
+    assert graph_module.meta["fxopt_trace"]["copied_layers"] == {layers: 2}
+    other = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(graph_module(pixel_values=other), model(pixel_values=other), rtol=0, atol=0)
 
 
 def test_every_layers_output_kept_is_traced_whole() -> None:

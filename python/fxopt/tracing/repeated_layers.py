@@ -161,33 +161,39 @@ def stamp_layers(graph_module: GraphModule, stacks: list[Stack]) -> bool:
 
 
 def computes_model(graph_module: GraphModule, model: nn.Module, inputs: dict[str, Any]) -> bool:
-    """Whether the stitched graph gives `model`'s outputs bit for bit on `inputs` cut to two
-    along each dimension the graph leaves symbolic (the check's cost is then a model's forward
-    on two tokens, not on the example), or, where the cut inputs do not run alike, on `inputs`."""
-    cut = _cut_inputs(graph_module, inputs)
+    """Whether the stitched graph gives `model`'s outputs bit for bit on `inputs` with token
+    inputs cut to two tokens where the graph takes any length (the check then costs two
+    forwards on two tokens, not on the example), or, where the cut inputs do not run alike, on
+    `inputs` themselves."""
+    cut = _cut_tokens(graph_module, inputs)
     return _same_outputs(graph_module, model, cut) or (cut is not inputs and _same_outputs(graph_module, model, inputs))
 
 
-def _cut_inputs(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[str, Any]:
+def _cut_tokens(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[str, Any]:
+    """`inputs` with each integer tensor (ids, masks: batch, sequence) cut to its first two
+    positions where the graph keeps the sequence symbolic; `inputs` itself when none is."""
     placeholders = graph_module.graph.find_nodes(op="placeholder")
-    cut = {}
+    cut = dict(inputs)
     for (name, value), node in zip(inputs.items(), placeholders):
         traced = node.meta.get("example_value")
-        if isinstance(value, torch.Tensor) and isinstance(traced, torch.Tensor):
-            index = tuple(
-                slice(0, 2) if isinstance(size, torch.SymInt) and value.shape[dim] > 2 else slice(None)
-                for dim, size in enumerate(traced.shape)
-            )
-            value = value[index].clone()
-        cut[name] = value
-    same = all(cut[name] is value for name, value in inputs.items())
-    return inputs if same else cut
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(traced, torch.Tensor)
+            and not value.is_floating_point()
+            and value.dim() >= 2
+            and isinstance(traced.shape[1], torch.SymInt)
+            and value.shape[1] > 2
+        ):
+            cut[name] = value[:, :2].clone()
+    return inputs if all(cut[name] is value for name, value in inputs.items()) else cut
 
 
 def _same_outputs(graph_module: GraphModule, model: nn.Module, inputs: dict[str, Any]) -> bool:
     try:
         with torch.no_grad():
-            torch.testing.assert_close(graph_module(**inputs), model(**inputs), rtol=0, atol=0, equal_nan=True)
+            # forward itself: GraphModule's call prints the generated code of a failing line
+            ours = graph_module.forward(**inputs)
+            torch.testing.assert_close(ours, model(**inputs), rtol=0, atol=0, equal_nan=True)
     except Exception:  # any difference or failure: the copies are not trusted
         return False
     return True
