@@ -5,8 +5,9 @@ on one Zen 4 core BERT-base's 12 layers took 3-4 s of a 4-5 s trace, about 0.25 
 every layer runs the same code on weights of the same shapes. So a stack of three or more
 layers that look alike (a `ModuleList` / `Sequential` run of one class with equal parameter
 shapes and equal settings, only an index such as `layer_idx` differing) is shortened to its
-first two layers while Dynamo traces, and the second layer's part of the graph is copied for
-every further layer, reading that layer's weights and the previous copy's values.
+first two layers in a shallow copy of the model that Dynamo traces (the model itself is not
+touched), and the second layer's part of the graph is copied for every further layer,
+reading that layer's weights and the previous copy's values.
 
 Tracing two layers, not one, is what makes the copy safe to wire: the second layer's nodes
 show which values come from the layer before (its input), which are shared by every layer
@@ -19,10 +20,10 @@ where any of that fails the model is traced whole, as before.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -128,19 +129,29 @@ def _same_settings(a: nn.Module, b: nn.Module, offset: int) -> bool:
     return True
 
 
-@contextmanager
-def stacks_shortened(stacks: list[Stack]) -> Iterator[None]:
-    """Each stack's container holds its layers up to the second of the run while the block
-    runs (the model's forward iterates what is there)."""
-    saved = [(stack.container, stack.container._modules) for stack in stacks]
-    try:
-        for stack in stacks:
-            kept = stack.first + 2
-            stack.container._modules = {k: v for k, v in stack.container._modules.items() if int(k) < kept}
-        yield
-    finally:
-        for container, modules in saved:
-            container._modules = modules
+def shortened(model: nn.Module, stacks: list[Stack]) -> nn.Module:
+    """A shallow copy of `model` in which each stack's container holds its layers up to the
+    second of the run (the model's forward iterates what the container holds). Only the modules
+    on the paths to the containers are copied, sharing every tensor and setting; the model
+    itself is left alone, as another thread may be running it."""
+    copies = {"": _shallow_copy(model)}
+    for stack in stacks:
+        parts = stack.path.split(".") if stack.path else []
+        for depth in range(1, len(parts) + 1):
+            path, parent = ".".join(parts[:depth]), ".".join(parts[: depth - 1])
+            if path not in copies:
+                copies[path] = _shallow_copy(copies[parent]._modules[parts[depth - 1]])
+                copies[parent]._modules[parts[depth - 1]] = copies[path]
+        container = copies[stack.path]
+        container._modules = {k: v for k, v in container._modules.items() if int(k) < stack.first + 2}
+    return copies[""]
+
+
+def _shallow_copy(module: nn.Module | None) -> nn.Module:
+    assert module is not None  # a path to a found stack has no empty slot
+    clone = copy.copy(module)
+    clone._modules = dict(module._modules)
+    return clone
 
 
 def stamp_layers(graph_module: GraphModule, stacks: list[Stack]) -> bool:
@@ -214,9 +225,9 @@ class _Plan:
         last = self.second
         for index in range(self.stack.first + 2, self.stack.first + self.stack.count):
             last = self._copy(graph, last, index)
-        for node, copy in zip(self.second, last):
+        for node, copied in zip(self.second, last):
             for user in after[node]:
-                user.replace_input_with(node, copy)
+                user.replace_input_with(node, copied)
 
     def _copy(self, graph: torch.fx.Graph, previous: list[Node], index: int) -> list[Node]:
         """The second layer's nodes again after `previous` (the layer before, node for node),

@@ -465,9 +465,10 @@ def _dynamo_graph(
     model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic, stacks: list[repeated_layers.Stack]
 ) -> GraphModule:
     """`torch._dynamo.export`'s graph of `model` with the model's names, `stacks` shortened to
-    their first two alike layers while it traces."""
-    with shape_guards_unbuilt(), tensors_uncopied(), repeated_layers.stacks_shortened(stacks):
-        result = torch._dynamo.export(model, assume_static_by_default=not dynamic)(**inputs)
+    their first two alike layers (`repeated_layers.shortened`)."""
+    traced = repeated_layers.shortened(model, stacks) if stacks else model
+    with shape_guards_unbuilt(), tensors_uncopied():
+        result = torch._dynamo.export(traced, assume_static_by_default=not dynamic)(**inputs)
     graph_module = result.graph_module
     restore_model_names(graph_module, model)
     return graph_module
