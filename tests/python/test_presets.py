@@ -282,6 +282,23 @@ def test_optimize_traces_a_module_and_rejects_other_values() -> None:
         fxopt.optimize(model, "fastest")
 
 
+def test_fast_calibrates_on_a_batch_when_the_example_is_one_sentence() -> None:
+    # The graph traced on one sentence took batch 1 only (Dynamo fixes sizes of one), so the
+    # calibration batch failed on the graph's input check (tracing/sizes_of_one.py).
+    from conftest import build_model, tiny_bert_config, token_inputs
+    import transformers
+
+    torch.manual_seed(0)
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    optimized = fxopt.optimize(model, "fast", example_inputs=token_inputs(1, 12), calibration=token_inputs(4, 12))
+    for batch in (1, 3):
+        inputs = token_inputs(batch, 12)
+        expected = model(**inputs).last_hidden_state
+        got = optimized(**inputs)["last_hidden_state"]
+        cosine = torch.nn.functional.cosine_similarity(got.flatten().double(), expected.flatten().double(), dim=0)
+        assert got.shape == expected.shape and cosine >= presets.FAST_INT8_COSINE - 1e-3, batch
+
+
 def test_every_registry_entry_has_its_python_class_with_the_registrys_facts() -> None:
     import fxopt.optimization as optimization
     from fxopt import _core

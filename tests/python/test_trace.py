@@ -13,6 +13,7 @@ import transformers
 from torch import nn
 
 import fxopt
+from fxopt.tracing import sizes_of_one
 from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
@@ -294,9 +295,11 @@ def test_dynamo_graph_refuses_another_resolution_saying_how_to_trace_one() -> No
 
 
 def test_dynamo_graph_of_a_batch_of_one_refuses_a_batch_saying_how_to_trace_one(
-    tiny_bert: transformers.BertModel,
+    tiny_bert: transformers.BertModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The example users have at hand is one sentence or one image; Dynamo fixes that batch.
+    # On a torch that cannot keep a size of one dynamic (or a model that needs it exactly),
+    # Dynamo fixes the batch of the one sentence or image users have at hand.
+    monkeypatch.setattr(sizes_of_one, "_config", lambda: None)
     model = ConvNet().eval()
     traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="dynamo")
     eager_matches(model, traced, torch.randn(1, 3, 8, 8))
@@ -366,11 +369,49 @@ def test_failed_dynamic_export_is_retried_static(monkeypatch: pytest.MonkeyPatch
     eager_matches(model, traced, example)
 
 
-def test_example_of_size_one_is_reported_as_fixed() -> None:
+@pytest.mark.parametrize("mode", ["dynamo", "export"])
+def test_an_example_batch_of_one_stays_dynamic(mode: str) -> None:
+    # One image is the example users have; the graph must still take a batch (and calibrate on
+    # one: fxopt.optimize(..., calibration=batch) failed on the graph's input check).
+    model = ConvNet().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TraceWarning)
+        traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode=mode)  # type: ignore[arg-type]
+    assert meta(traced)["fixed_sizes"] == {}
+    assert meta(traced)["dynamic_dims"] == {"x": [0]}
+    for batch in (1, 3):
+        eager_matches(model, traced, torch.randn(batch, 3, 8, 8))
+
+
+def test_example_of_size_one_is_reported_as_fixed_where_torch_cannot_keep_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sizes_of_one, "_config", lambda: None)  # a torch without the option
     model = ConvNet().eval()
     with pytest.warns(TraceWarning, match="use examples of size 2 or more"):
         traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="export")
     assert meta(traced)["fixed_sizes"] == {"x": {0: 1}}
+
+
+def test_a_trace_that_fails_with_sizes_of_one_dynamic_is_made_again_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torch.fx.experimental import _config
+
+    real_export = torch.export.export
+
+    def export_needing_the_exact_size(*args: Any, **kwargs: Any) -> torch.export.ExportedProgram:
+        if _config.backed_size_oblivious:
+            raise RuntimeError("this model branches on its batch being 1")
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", export_needing_the_exact_size)
+    model = ConvNet().eval()
+    with pytest.warns(TraceWarning, match="use examples of size 2 or more"):
+        traced = fxopt.trace(model, example_inputs=torch.randn(1, 3, 8, 8), mode="export")
+    assert meta(traced)["fixed_sizes"] == {"x": {0: 1}}
+    assert meta(traced)["dynamic_failure"] is None
+    eager_matches(model, traced, torch.randn(1, 3, 8, 8))
 
 
 # --- auto -------------------------------------------------------------------------------------

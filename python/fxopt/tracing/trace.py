@@ -57,6 +57,7 @@ from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
 from . import repeated_layers, signature
+from .sizes_of_one import keeping_sizes_of_one
 from .unbuilt_guards import shape_guards_unbuilt
 from .uncopied_tensors import tensors_uncopied
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
@@ -432,9 +433,9 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    graph_module, copied = _dynamo_graph_of_stacks(model, inputs, dynamic) or (None, {})
+    graph_module, copied = _dynamo_graph_of_stacks(model, inputs, dynamic, images) or (None, {})
     if graph_module is None:
-        graph_module = _dynamo_graph(model, inputs, dynamic, [])
+        graph_module = _dynamo_graph(model, inputs, dynamic, images, [])
     record_example_values(graph_module)
     placeholders = graph_module.graph.find_nodes(op="placeholder")
     dynamic_dims = {
@@ -462,20 +463,29 @@ def _trace_dynamo(
 
 
 def _dynamo_graph(
-    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic, stacks: list[repeated_layers.Stack]
+    model: nn.Module,
+    inputs: dict[str, Any],
+    dynamic: Dynamic,
+    static: dict[str, tuple[int, ...]],
+    stacks: list[repeated_layers.Stack],
 ) -> GraphModule:
     """`torch._dynamo.export`'s graph of `model` with the model's names, `stacks` shortened to
-    their first two alike layers (`repeated_layers.shortened`)."""
+    their first two alike layers (`repeated_layers.shortened`), dimensions of size one kept
+    dynamic where they may be (`sizes_of_one`; `static`: dimensions marked static)."""
     traced = repeated_layers.shortened(model, stacks) if stacks else model
+    export = torch._dynamo.export(traced, assume_static_by_default=not dynamic)
     with shape_guards_unbuilt(), tensors_uncopied():
-        result = torch._dynamo.export(traced, assume_static_by_default=not dynamic)(**inputs)
+        if dynamic:
+            result = keeping_sizes_of_one(lambda: export(**inputs), _sizes(inputs, static=static))
+        else:
+            result = export(**inputs)
     graph_module = result.graph_module
     restore_model_names(graph_module, model)
     return graph_module
 
 
 def _dynamo_graph_of_stacks(
-    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic
+    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic, static: dict[str, tuple[int, ...]]
 ) -> tuple[GraphModule, dict[str, int]] | None:
     """The graph traced with each stack of alike layers shortened and its other layers copied
     (`repeated_layers`), with the number copied per stack; None where that does not apply or
@@ -487,7 +497,7 @@ def _dynamo_graph_of_stacks(
     if not stacks:
         return None
     try:
-        graph_module = _dynamo_graph(model, inputs, dynamic, stacks)
+        graph_module = _dynamo_graph(model, inputs, dynamic, static, stacks)
     except Exception:  # the model needs all its layers to run (it indexes them): traced whole
         return None
     if not repeated_layers.stamp_layers(graph_module, stacks):
@@ -517,7 +527,7 @@ def _trace_export(
     requested = _requested_dynamic_dims(inputs, dynamic)
     dynamic_failure: str | None = None
     try:
-        program = _export(model, inputs, requested)
+        program = keeping_sizes_of_one(lambda: _export(model, inputs, requested), _sizes(inputs, requested))
     except Exception as exc:  # retried static below; a static failure propagates
         if not requested:
             raise
@@ -596,6 +606,22 @@ def _fixed_sizes_of_one(
             size == 1 and dim not in dynamic_dims.get(name, ()) and dim not in static.get(name, ())
             for dim, size in enumerate(value.shape)
         )
+    ]
+
+
+def _sizes(
+    inputs: dict[str, Any],
+    dims: dict[str, tuple[int, ...]] | None = None,
+    static: dict[str, tuple[int, ...]] | None = None,
+) -> list[int]:
+    """The example sizes of the tensor inputs' dimensions: those in `dims` (all if None) that
+    are not in `static`."""
+    return [
+        size
+        for name, value in inputs.items()
+        if isinstance(value, torch.Tensor) and (dims is None or name in dims)
+        for dim, size in enumerate(value.shape)
+        if (dims is None or dim in dims[name]) and dim not in (static or {}).get(name, ())
     ]
 
 
@@ -678,6 +704,7 @@ def _fixed_sizes_message(model: nn.Module, info: TraceInfo) -> str:
         message += f" (export with dynamic sizes failed: {info['dynamic_failure']})"
     if any(size <= 1 for dims in info["fixed_sizes"].values() for size in dims.values()):
         message += (
-            "; torch.export always fixes example sizes 0 and 1: use examples of size 2 or more"
+            "; an example size of 0 or 1 is fixed where the model's code needs it exactly (or this "
+            "torch cannot keep it dynamic): use examples of size 2 or more"
         )
     return message
