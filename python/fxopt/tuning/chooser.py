@@ -4,7 +4,8 @@ pass emits, decided by timing the candidates on this machine at the graph's own 
 A query is answered by the first rule that applies:
 1. a pin (`fxopt.tuning.pinned(linear="aten")`): tests and reproducible builds;
 2. mode "static" (`FXOPT_TUNING=static`): the pass's documented fallback;
-3. sizes that stay unknown (no shape recorded, no hint for a symbolic size): the fallback;
+3. sizes that stay unknown (no shape recorded, no hint for a symbolic size; a convolution's
+   symbolic batch is read from its input's hint): the fallback;
 4. the on-disk cache (`cache.py`): a second optimize of the same model tunes nothing;
 5. mode "cached", or the budget of this graph spent: the fallback;
 6. a measurement: short interleaved rounds (`measure.py`; a Linear of a few tokens, in a model
@@ -130,6 +131,7 @@ class GraphChoices:
         self.spent_s = 0.0
         self._nodes: dict[str, torch.fx.Node] | None = None
         self._last_hint: int | None = None
+        self._last_batch: int | None = None
 
     def choose(
         self, op: str, shape: Sequence[int], dtype: str, variant: str, value: str,
@@ -192,8 +194,8 @@ class GraphChoices:
         """The query's sizes with symbolic ones (-1) read from the value's size hints."""
         if all(size >= 0 for size in shape):
             return tuple(shape)
-        if op in kernels.WHOLE_SHAPE_OPS:  # no token count to read: the fallback decides
-            return None
+        if op in kernels.WHOLE_SHAPE_OPS:
+            return self._convolution_sizes(shape, value)
         if op == "attention":  # batch, heads, kv_heads, rows, keys, d; the value is the query
             hinted = self._hints(self._node(value))
             if hinted is None or len(hinted) != 4 or None in (hinted[0], hinted[2]):
@@ -207,6 +209,21 @@ class GraphChoices:
             return None
         # Linear queries: -1 can only be the token count, the product of the leading sizes.
         return tuple(hints if size < 0 else size for size in shape)
+
+    def _convolution_sizes(self, shape: Sequence[int], value: str) -> tuple[int, ...] | None:
+        """A convolution query (its input's N, C, H, W, then the weight's sizes) with symbolic
+        input sizes read from the input value's hints. An input an earlier pass of the run
+        created is not in the fx graph yet; where only its batch is symbolic it gets the batch
+        last read in this graph (a graph's convolutions see one batch)."""
+        hinted = self._hints(self._node(value))
+        if hinted is not None and len(hinted) == 4 and None not in hinted:
+            self._last_batch = cast(int, hinted[0])
+            filled = [cast(int, hinted[i]) if i < 4 and size < 0 else size for i, size in enumerate(shape)]
+        elif self._node(value) is None and self._last_batch is not None and min(shape[1:]) >= 0:
+            filled = [self._last_batch, *shape[1:]]
+        else:
+            return None
+        return tuple(filled) if min(filled) >= 0 else None
 
     def _leading_hint(self, value: str) -> int | None:
         """The product of the value's leading size hints (the sizes it was traced at).
