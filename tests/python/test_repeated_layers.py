@@ -172,6 +172,31 @@ def test_a_model_in_train_mode_is_traced_whole() -> None:
     assert graph_module.meta["fxopt_trace"]["copied_layers"] == {}
 
 
+class _Carrying(nn.Module):
+    """Takes a list it appends to, as a key/value cache object is updated by the forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(_Block(8, i) for i in range(4))
+
+    def forward(self, x: torch.Tensor, seen: list[int]) -> torch.Tensor:
+        seen.append(1)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_an_input_the_forward_could_change_is_never_run_by_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = _Carrying().eval(), torch.randn(4, 8)
+    whole: list[int] = []
+    _whole_trace(model, {"x": x, "seen": whole}, monkeypatch)
+    seen: list[int] = []
+    graph_module = fxopt.trace(model, example_inputs={"x": x, "seen": seen}, mode="dynamo")
+    assert graph_module.meta["fxopt_trace"]["copied_layers"] == {}
+    assert seen == whole  # what Dynamo's trace itself does to it, no more
+
+
 class _Indexing(nn.Module):
     """Reads its last layer by index: it cannot run with the stack shortened."""
 

@@ -490,8 +490,9 @@ def _dynamo_graph_of_stacks(
     """The graph traced with each stack of alike layers shortened and its other layers copied
     (`repeated_layers`), with the number copied per stack; None where that does not apply or
     does not give the model's own outputs: a model in train mode (dropout), layers that do not
-    trace alike, a model that cannot run shortened."""
-    if in_train_mode(model):
+    trace alike, a model that cannot run shortened. Inputs other than tensors and plain values
+    (a key/value cache object) are never run through the check, which could change them."""
+    if in_train_mode(model) or not all(_plain(value) for value in inputs.values()):
         return None
     stacks = repeated_layers.find_stacks(model)
     if not stacks:
@@ -505,6 +506,10 @@ def _dynamo_graph_of_stacks(
     if not repeated_layers.computes_model(graph_module, model, inputs):
         return None
     return graph_module, {stack.path: stack.count - 2 for stack in stacks}
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (torch.Tensor, bool, int, float, str))
 
 
 def record_example_values(graph_module: GraphModule) -> None:
