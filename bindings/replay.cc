@@ -136,6 +136,17 @@ void Replay::create(const Edit& edit) {
   write_inputs(node, session_.to_py(edit.args), session_.to_py(Arg(edit.kwargs)));
   renamed_ |= nb::cast<std::string>(get(node, node_keys().name)) != edit.name;
   session_.bind(edit.node, node);
+  share_recorded_value(edit.node, node);
+}
+
+void Replay::share_recorded_value(uint64_t id, nb::handle node) const {
+  const Node* created = session_.program_.graph.find_by_id(id);
+  uint64_t twin = created ? created->value_twin() : 0;
+  if (!twin) return;
+  const NodeKeys& fx = node_keys();
+  nb::object recorded = get(session_.py_node(twin), fx.meta), meta = get(node, fx.meta);
+  for (nb::handle key : {fx.val, fx.tensor_meta})
+    if (nb::object value = lookup(recorded, key); value.is_valid()) meta[key] = value;
 }
 
 void Replay::set_inputs(const Edit& edit) {

@@ -46,6 +46,9 @@ class Replay {
 
  private:
   void create(const Edit& edit);
+  // Gives the fx node made for core node `id` the value fx recorded (meta "val", "tensor_meta")
+  // for the node whose value it computes, where a pass said so (Node::value_twin).
+  void share_recorded_value(uint64_t id, nb::handle node) const;
   void set_inputs(const Edit& edit);
   void set_target(const Edit& edit);
   void move(const Edit& edit);

@@ -150,6 +150,11 @@ void Graph::set_value_info(Node* node, std::string dtype, std::vector<int64_t> s
   node->device_ = std::move(device);
 }
 
+void Graph::share_value_info(Node* node, const Node& same) {
+  set_value_info(node, same.dtype_, same.shape_, same.device_);
+  node->value_twin_ = same.value_twin_ ? same.value_twin_ : same.id_;
+}
+
 std::vector<Node*> Graph::replace_all_uses(Node* old_node, Node* replacement, Node* except) {
   std::vector<Node*> changed;
   std::vector<Node*> kept;

@@ -44,6 +44,8 @@ class Graph {
   // fx); sets the rank too.
   void set_value_info(Node* node, std::string dtype, std::vector<int64_t> shape,
                       std::string device = {});
+  // Gives `node` the value facts of `same`, whose value it computes (see Node::value_twin).
+  void share_value_info(Node* node, const Node& same);
   // Makes every user of `old_node` except `except` read `replacement`; returns the users changed.
   std::vector<Node*> replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   // Removes a node that has no users left.

@@ -53,6 +53,10 @@ class Node {
   // The device of the node's tensor value ("cpu", "cuda:0", ...) when fx recorded it (export's
   // meta["val"]; ShapeProp's tensor_meta has none); empty otherwise.
   const std::string& device() const { return device_; }
+  // For a node a pass created: the id of the imported node whose value it computes, whose
+  // dtype, sizes and device it took (Graph::share_value_info), so that the bridge gives the fx
+  // node that node's recorded value too; 0 for none.
+  uint64_t value_twin() const { return value_twin_; }
   // Unique and never reused within a graph; the edit log refers to nodes by id.
   uint64_t id() const { return id_; }
   Node* prev() const { return prev_; }
@@ -87,6 +91,7 @@ class Node {
   std::string dtype_;
   std::vector<int64_t> shape_;
   std::string device_;
+  uint64_t value_twin_ = 0;
   uint64_t id_ = 0;
   uint64_t position_ = 0;  // strictly increasing along the list; gaps leave room for inserts
   Node* prev_ = nullptr;

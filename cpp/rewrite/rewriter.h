@@ -29,10 +29,11 @@ class Rewriter {
   void replace_all_uses(Node* old_node, Node* replacement, Node* except = nullptr);
   void erase(Node* node);
   // Gives a node the pass created the dtype, sizes and device fx recorded for `same`, whose
-  // value it computes, so later passes of the same run can read them (kernel choices, ranks).
-  // Core-only knowledge, not an edit: fx records values itself when the graph runs again.
+  // value it computes, so later passes of the same run can read them (kernel choices, ranks);
+  // the bridge gives its fx node the value fx recorded for `same` (Node::value_twin), so later
+  // runs and the kernel chooser know it too.
   void share_value_info(const Node& same, Node* node) {
-    if (same.rank()) program_.graph.set_value_info(node, same.dtype(), same.shape(), same.device());
+    if (same.rank()) program_.graph.share_value_info(node, same);
   }
   // Moves `node` right before `anchor`; the caller keeps every input before its users.
   void move_before(Node* node, Node* anchor);

@@ -34,6 +34,38 @@ TEST(Rewriter, LogsEveryEditInOrder) {
   EXPECT_TRUE(p.graph.lint().empty());
 }
 
+TEST(Rewriter, ANodeComputingAnImportedValueNamesIt) {
+  // A fused call that stands for `relu` takes its recorded value, and so does a call that later
+  // stands for the fused one: both name the imported node, whose fx node holds the value.
+  Program p;
+  EditLog log;
+  GraphBuilder b(p.graph);
+  Node* x = b.input("x");
+  Node* relu = b.call("relu", "torch.relu", {x});
+  b.output(relu);
+  p.graph.set_value_info(relu, "float32", {-2, 8}, "cpu");
+  Rewriter rw(p, log);
+  Symbol gelu = Symbol::intern("torch._C._nn.gelu");
+
+  Node* fused = rw.insert_before(relu, NodeKind::CallFunction, gelu, "fused", {x});
+  EXPECT_EQ(fused->value_twin(), 0u);
+  rw.share_value_info(*relu, fused);
+  rw.replace_and_erase(relu, fused);
+  Node* again = rw.insert_before(fused, NodeKind::CallFunction, gelu, "again", {x});
+  rw.share_value_info(*fused, again);
+  EXPECT_EQ(fused->value_twin(), relu->id());
+  EXPECT_EQ(again->value_twin(), relu->id());
+  EXPECT_EQ(again->shape(), (std::vector<int64_t>{-2, 8}));
+  EXPECT_EQ(again->dtype(), "float32");
+  EXPECT_EQ(again->device(), "cpu");
+  // Without recorded facts there is nothing to share.
+  Node* unknown = rw.insert_before(again, NodeKind::CallFunction, gelu, "unknown", {x});
+  Node* other = rw.insert_before(again, NodeKind::CallFunction, gelu, "other", {x});
+  rw.share_value_info(*unknown, other);
+  EXPECT_EQ(other->value_twin(), 0u);
+  EXPECT_FALSE(other->rank());
+}
+
 TEST(Rewriter, ModuleEditsReservePaths) {
   Program p;
   EditLog log;

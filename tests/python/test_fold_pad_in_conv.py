@@ -79,3 +79,39 @@ def test_presets_fold_the_pads_before_the_onednn_convolutions() -> None:
     expected = outputs(model, pixels)
     scale = max(float(e.abs().max()) for e in expected)
     assert_outputs_close(outputs(optimized, pixels), expected, atol=1e-4 * scale, rtol=1e-4)
+
+
+def test_a_folded_convolution_keeps_the_value_fx_recorded(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The convolution a fold makes computes what the one it replaces did: its fx node gets that
+    node's recorded value (meta "val"), so a later run reads its sizes as it read the first
+    one's: every convolution after it is timed at its own sizes, none left to the static
+    fallback as "sizes unknown" (MobileNetV2's expansion convolutions after a projection were)."""
+    from fxopt.optimization import FuseBatchNormInConv, FuseConvActivationOneDnn
+    from fxopt.tuning import chooser as chooser_module
+    from fxopt.tuning.cache import ChoiceCache
+
+    model = tf_mobilenet_v2()
+    gm = fxopt.trace(model, example_inputs={"pixel_values": torch.randn(1, 3, 32, 32)})
+    recorded = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function" and n.target in CONVS}
+    readers = {n.name: next(iter(n.users)).name for n in pad_nodes(gm)}
+    t = FoldPadInConv()
+    t(gm)
+    made = [n for n in gm.graph.nodes if n.name in set(map(str, t.report.changed))]
+    assert made and all(n.target in CONVS for n in made)
+    skipped = {node for node, _ in t.report.skipped}
+    folded = [reader for pad, reader in readers.items() if pad not in skipped]
+    assert sorted(id(n.meta["val"]) for n in made) == sorted(id(recorded[name]) for name in folded)
+    assert all(not isinstance(n.meta["val"].shape[0], int) for n in made)  # the batch, symbolic
+
+    chooser = fxopt.tuning.current()
+    monkeypatch.setattr(chooser, "mode", "measure")
+    monkeypatch.setattr(chooser, "cache", ChoiceCache(tmp_path))
+    timings = {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.5}
+    monkeypatch.setattr(chooser_module, "best_times", lambda runners, **_: {n: timings[n] for n in runners})
+    FuseBatchNormInConv()(gm)  # as the presets do: each convolution then reads the one before
+    assert any(user.target in CONVS for n in made for user in n.users)
+    convs = count(gm, *CONVS)
+    fuse = FuseConvActivationOneDnn()
+    fuse(gm)
+    assert len(fuse.report.choices) == convs
+    assert {c.how for c in fuse.report.choices} <= {"measured", "cached"}, fuse.report.choices
