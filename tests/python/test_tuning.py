@@ -108,6 +108,47 @@ def test_the_cache_is_keyed_by_cpu_and_torch_version(tmp_path, monkeypatch):
     assert ChoiceCache(tmp_path).get("query") is None
 
 
+class _HeadedStack(torch.nn.Module):
+    """Eight 256-wide Linears over every token, then `heads` Linears of the first token alone
+    (a pooler): one head does 0.3% of the work (multiply-adds, and three per byte of weight)."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(*(torch.nn.Linear(256, 256) for _ in range(8)))
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(heads))
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        first = self.layers(x)[:, 0]
+        return [torch.tanh(head(first)) for head in self.heads]
+
+
+@pytest.mark.parametrize("heads", [1, 16])
+def test_a_linear_doing_a_negligible_share_of_the_work_is_not_timed(measuring, monkeypatch, heads: int):
+    """One pooler-like head (0.3% of the work) keeps its op, untimed; sixteen alike heads are
+    one query doing 5% together, so it is timed for all of them."""
+    needs_onednn()
+    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.4})
+    model = _HeadedStack(heads).eval()
+    x = torch.randn(1, 512, 256)
+    gm = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    expected = gm(x)
+    pass_ = FuseLinearActivationOneDnn()
+    out = compose(pass_, inplace=False)(gm)
+    # The heads read the first token's 2-D slice; the layers, every token.
+    heads_read = {n.name for n in gm.graph.nodes if "linear" in str(n.target) and n.args[0].meta["val"].dim() == 2}
+    head_choices = [c for c in pass_.report.choices if c.node in heads_read]
+    body = [c for c in pass_.report.choices if c.node not in heads_read]
+    assert len(pass_.report.choices) == 8 + heads and len(head_choices) == heads
+    assert {c.picked for c in body} == {"onednn"} and {c.how for c in body} <= {"measured", "cached"}
+    if heads == 1:
+        assert [(c.picked, c.how) for c in head_choices] == [("aten", "untimed: 0.31% of the graph's work")]
+        assert len(timed) == 1 and onednn_calls(out) == 8
+    else:
+        assert {c.picked for c in head_choices} == {"onednn_fused"} and len(timed) == 2
+        assert onednn_calls(out) == 8 + heads
+    torch.testing.assert_close(out(x), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_cached_choice_follows_the_current_margin(measuring, monkeypatch):
     """The cache keeps each candidate's time, so an entry cached under another MARGIN is decided
     by today's: onednn 2% faster is picked at 1%, kept out at 3%; an entry without its times

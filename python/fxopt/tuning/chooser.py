@@ -7,8 +7,10 @@ A query is answered by the first rule that applies:
 3. sizes that stay unknown (no shape recorded, no hint for a symbolic size; a convolution's
    symbolic batch is read from its input's hint): the fallback;
 4. the on-disk cache (`cache.py`): a second optimize of the same model tunes nothing;
-5. mode "cached", or the budget of this graph spent: the fallback;
-6. a measurement: short interleaved rounds (`measure.py`; a Linear of a few tokens, in a model
+5. mode "cached": the fallback;
+6. an op doing under `work.NEGLIGIBLE_SHARE` of its graph's work (a pooler's one token): the
+   unchanged op, untimed; the budget of this graph spent: the fallback;
+7. a measurement: short interleaved rounds (`measure.py`; a Linear of a few tokens, in a model
    whose weights exceed the last-level cache, on copies of its weights streamed from memory as
    in a decoding step; a very wide one of many tokens on part of its output features:
    `kernels.timed_problem`); a candidate other than the first
@@ -31,7 +33,7 @@ from typing import Literal, cast
 
 import torch
 
-from . import kernels
+from . import kernels, work
 from ..optimization import hardware
 from .cache import ChoiceCache
 from .measure import best_times, streaming
@@ -132,6 +134,7 @@ class GraphChoices:
         self._nodes: dict[str, torch.fx.Node] | None = None
         self._last_hint: int | None = None
         self._last_batch: int | None = None
+        self._graph_work: work.GraphWork | None = None
 
     def choose(
         self, op: str, shape: Sequence[int], dtype: str, variant: str, value: str,
@@ -158,6 +161,9 @@ class GraphChoices:
         if entry is None:
             if self.chooser.mode == "cached":
                 return static, 1.0, "static: not in the cache"
+            share = self._share(problem)
+            if share is not None and share < work.NEGLIGIBLE_SHARE:
+                return 0, 1.0, f"untimed: {share:.2%} of the graph's work"
             if self.spent_s >= self.chooser.budget_s:
                 return static, 1.0, "static: tuning budget spent"
             entry = self._measure(problem, names, streamed)
@@ -167,6 +173,15 @@ class GraphChoices:
             how = "cached"
         picked, ratio = _decided(entry, names)
         return candidates.index(picked), ratio, how
+
+    def _share(self, problem: kernels.Problem) -> float | None:
+        """The share of its graph's work the query's ops do (work.py); None if unknown."""
+        done = work.query_work(problem.op, problem.shape)
+        if done is None or self.gm is None:
+            return None
+        if self._graph_work is None:
+            self._graph_work = work.GraphWork(self.gm)
+        return self._graph_work.share(done)
 
     def _weights_stream(self) -> bool:
         """Whether the model's weights come from memory at each forward: more bytes than the
@@ -256,19 +271,12 @@ class GraphChoices:
         """The sizes `node`'s value was traced at (None where unknown), or None."""
         meta = None if node is None else node.meta.get("val", node.meta.get("tensor_meta"))
         sizes = getattr(meta, "shape", None)
-        return None if sizes is None else [_hint(size) for size in list(sizes)]
+        return None if sizes is None else [work.hint(size) for size in list(sizes)]
 
 
 def weight_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """The bytes of `tensors`, each storage counted once (tied weights, views)."""
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
-
-
-def _hint(size: object) -> int | None:
-    if isinstance(size, int):
-        return size
-    hint = getattr(getattr(size, "node", None), "hint", None)
-    return int(hint) if isinstance(hint, int) else None
 
 
 def _kernel(op: str, name: str) -> kernels.Kernel:
