@@ -107,3 +107,28 @@ def test_unknown_model_type_names_the_nearest_types(tmp_path) -> None:  # type: 
         _from_config_file(path)
     message = str(info.value)
     assert "did you mean" in message and "bert" in message and len(message) < 300
+
+
+def test_calibration_batches_that_do_not_fit_the_forward_are_refused_before_the_trace(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Several dict batches given as `calibration` (one batch goes there) would bind to
+    `input_ids` and `attention_mask` and fail deep inside calibration; they, and a held-out batch
+    the forward cannot take, are refused up front, naming what to do, and nothing is traced."""
+    import transformers
+
+    from conftest import build_model, tiny_bert_config, token_inputs
+    from fxopt.optimization import trace_cache
+
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    batch = token_inputs(2, 8)
+    traced: list[object] = []
+    monkeypatch.setattr(trace_cache, "trace", lambda *args, **kwargs: traced.append(args))
+    with pytest.raises(ValueError, match=r"calibration is one batch of inputs .* not a list of 2 dict batches"):
+        fxopt.optimize(model, "fast", example_inputs=batch, calibration=[batch, batch])
+    with pytest.raises(ValueError, match=r"held_out\[1\] do not fit BertModel\.forward: too many positional"):
+        fxopt.optimize(model, "fast", example_inputs=batch, calibration=batch, held_out=[batch, [batch["input_ids"]] * 20])
+    assert traced == []
+    monkeypatch.undo()
+    # One batch fits, positional or by name.
+    for calibration in ((batch["input_ids"], batch["attention_mask"]), batch):
+        optimized = fxopt.optimize(model, "fast", example_inputs=batch, calibration=calibration)
+        assert fxopt.verify(model, optimized, batch).min_cosine >= 0.99

@@ -10,7 +10,7 @@ from torch import nn
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
-from ..tracing.dummy_inputs import Inputs
+from ..tracing.dummy_inputs import Inputs, bound_inputs
 from .exported import optimize_exported_program
 from .hardware import model_device
 from .presets import preset as build_preset
@@ -85,6 +85,11 @@ def optimize(
             "fxopt.optimize takes an nn.Module or a GraphModule (or an ExportedProgram), "
             f"not {type(model).__name__}"
         )
+    # Checked before the trace: a list of batches given as one fails only inside calibration.
+    if calibration is not None:
+        bound_inputs(model, calibration, "calibration")
+    for i, batch in enumerate(held_out):
+        bound_inputs(model, batch, f"held_out[{i}]")
     transformation = build_preset(
         preset, inplace=False, calibration=calibration, held_out=held_out, device=device
     )

@@ -56,6 +56,25 @@ def split_inputs(inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
     )
 
 
+def bound_inputs(model: nn.Module, inputs: Inputs, what: str) -> inspect.BoundArguments:
+    """`inputs` bound to `model.forward`'s parameters (those omitted keep their defaults); a
+    ValueError naming `what` where they do not fit, or where they are several dict batches
+    (a list or tuple of dicts), which would bind as positional arguments one batch each (two
+    tokenized batches to `input_ids` and `attention_mask`) and fail far from here, if at all.
+    (A forward that takes dicts positionally gets them by name: a dict of dicts.)"""
+    if isinstance(inputs, (tuple, list)) and len(inputs) > 1 and all(isinstance(i, Mapping) for i in inputs):
+        raise ValueError(
+            f"{what} is one batch of inputs (a tensor, a tuple of positional arguments or a dict of "
+            f"keyword arguments), not a {type(inputs).__name__} of {len(inputs)} dict batches: "
+            "concatenate them into one (torch.cat along the batch dimension)"
+        )
+    args, kwargs = split_inputs(inputs)
+    try:
+        return inspect.signature(model.forward).bind_partial(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{what} do not fit {type(model).__name__}.forward: {exc}") from exc
+
+
 def is_pretrained_model(model: nn.Module) -> bool:
     """Whether `model` is a transformers `PreTrainedModel`, without importing transformers.
 

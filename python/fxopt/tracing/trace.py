@@ -63,12 +63,12 @@ from .uncopied_tensors import tensors_uncopied
 from .train_mode import TrainModeWarning, in_train_mode, train_mode_message
 from .dummy_inputs import (
     Inputs,
+    bound_inputs,
     build_dummy_inputs,
     default_input_names,
     forward_parameter_names,
     image_size_dims,
     is_pretrained_model,
-    split_inputs,
     default_dynamic_dims,
     varying_dims,
 )
@@ -305,13 +305,7 @@ def _bind_example_inputs(model: nn.Module, example_inputs: Inputs | None) -> dic
     """
     if example_inputs is None:
         return None
-    args, kwargs = split_inputs(example_inputs)
-    try:
-        bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
-    except TypeError as exc:
-        raise ValueError(
-            f"example_inputs do not fit {type(model).__name__}.forward: {exc}"
-        ) from exc
+    bound = bound_inputs(model, example_inputs, "example_inputs").arguments
     named = forward_parameter_names(model)
     variadic = [name for name in bound if name not in named]
     if variadic:
