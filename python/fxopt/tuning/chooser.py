@@ -181,7 +181,7 @@ class GraphChoices:
             return None
         if self._graph_work is None:
             self._graph_work = work.GraphWork(self.gm)
-        return self._graph_work.share(done)
+        return self._graph_work.share(*done)
 
     def _weights_stream(self) -> bool:
         """Whether the model's weights come from memory at each forward: more bytes than the
@@ -212,7 +212,7 @@ class GraphChoices:
         if op in kernels.WHOLE_SHAPE_OPS:
             return self._convolution_sizes(shape, value)
         if op == "attention":  # batch, heads, kv_heads, rows, keys, d; the value is the query
-            hinted = self._hints(self._node(value))
+            hinted = work.hints(self._node(value))
             if hinted is None or len(hinted) != 4 or None in (hinted[0], hinted[2]):
                 return None
             # The query's batch and rows; keys as many as rows (self-attention over a prompt).
@@ -230,7 +230,7 @@ class GraphChoices:
         input sizes read from the input value's hints. An input an earlier pass of the run
         created is not in the fx graph yet; where only its batch is symbolic it gets the batch
         last read in this graph (a graph's convolutions see one batch)."""
-        hinted = self._hints(self._node(value))
+        hinted = work.hints(self._node(value))
         if hinted is not None and len(hinted) == 4 and None not in hinted:
             self._last_batch = cast(int, hinted[0])
             filled = [cast(int, hinted[i]) if i < 4 and size < 0 else size for i, size in enumerate(shape)]
@@ -252,7 +252,7 @@ class GraphChoices:
         node = self._node(value)
         if node is None:
             return self._last_hint
-        sizes = self._hints(node)
+        sizes = work.hints(node)
         if not sizes or any(h is None for h in sizes[:-1]):
             return None
         self._last_hint = math.prod(cast(list[int], sizes[:-1]))
@@ -265,13 +265,6 @@ class GraphChoices:
         if self._nodes is None:
             self._nodes = {node.name: node for node in self.gm.graph.nodes}
         return self._nodes.get(value)
-
-    @staticmethod
-    def _hints(node: torch.fx.Node | None) -> list[int | None] | None:
-        """The sizes `node`'s value was traced at (None where unknown), or None."""
-        meta = None if node is None else node.meta.get("val", node.meta.get("tensor_meta"))
-        sizes = getattr(meta, "shape", None)
-        return None if sizes is None else [work.hint(size) for size in list(sizes)]
 
 
 def weight_bytes(tensors: Iterable[torch.Tensor]) -> int:

@@ -29,16 +29,16 @@ NEGLIGIBLE_SHARE = 0.005
 op, untimed."""
 
 
-def query_work(op: str, shape: Sequence[int]) -> int | None:
-    """The work of one call of a Linear query's op at `shape` (no symbolic sizes left); None for
-    other ops. Only Linears are ever left untimed: a convolution's or attention's time is its
-    activations' traffic and a call's fixed cost as much as its arithmetic (MobileNetV2's
-    depthwise convolutions do 3% of its multiply-adds and take a fifth of its time), which this
-    measure does not see."""
+def query_work(op: str, shape: Sequence[int]) -> tuple[int, int] | None:
+    """The multiply-adds and weight bytes of one call of a Linear query's op at `shape` (no
+    symbolic sizes left); None for other ops. Only Linears are ever left untimed: a
+    convolution's or attention's time is its activations' traffic and a call's fixed cost as
+    much as its arithmetic (MobileNetV2's depthwise convolutions do 3% of its multiply-adds and
+    take a fifth of its time), which this measure does not see."""
     if op not in LINEAR_OPS:
         return None
     tokens, in_features, out_features = shape
-    return tokens * in_features * out_features + BYTES_TO_MACS * 4 * in_features * out_features
+    return tokens * in_features * out_features, 4 * in_features * out_features
 
 
 class GraphWork:
@@ -47,50 +47,56 @@ class GraphWork:
     the total errs low and a query's share high (timed rather than not)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
-        self.per_op = Counter(_node_work(node) for node in gm.graph.nodes if node.op == "call_function")
-        self.total = sum(work * count for work, count in self.per_op.items())
+        ops = [_node_work(node) for node in gm.graph.nodes if node.op == "call_function"]
+        self.total = sum(macs + BYTES_TO_MACS * weight_bytes for macs, weight_bytes in ops)
+        self.by_macs = Counter(macs for macs, _ in ops if macs)
 
-    def share(self, work: int) -> float | None:
-        """The share of the total that ops doing `work` each do together: one timing decides
+    def share(self, macs: int, weight_bytes: int) -> float | None:
+        """The share of the total that the ops of one query do together: one timing decides
         every op of a query (twelve layers' attention, each 0.2% of BERT-base, are one query),
-        so an op counts as often as the graph holds ops of its work. None for an empty total."""
-        return work * max(1, self.per_op[work]) / self.total if self.total > 0 else None
+        so an op counts as often as the graph holds ops of its multiply-adds (a weight whose
+        size was not recorded leaves that count alone). None for an empty total."""
+        if self.total <= 0:
+            return None
+        return (macs + BYTES_TO_MACS * weight_bytes) * max(1, self.by_macs[macs]) / self.total
 
 
-def _node_work(node: torch.fx.Node) -> int:
+def _node_work(node: torch.fx.Node) -> tuple[int, int]:
+    """The node's multiply-adds and the bytes of the weight it reads (float32), where known."""
     name = getattr(node.target, "__name__", str(node.target))
     out = _sizes(node)
     if out is None:
-        return 0
+        return 0, 0
     if name == "scaled_dot_product_attention":
         query, key = (_sizes(a) if isinstance(a, torch.fx.Node) else None for a in node.args[:2])
-        return 0 if query is None or key is None else 2 * math.prod(query) * key[-2]
+        return (0, 0) if query is None or key is None else (2 * math.prod(query) * key[-2], 0)
     inputs = [_sizes(a) if isinstance(a, torch.fx.Node) else None for a in node.args[:3]]
     if "conv" in name and len(inputs) > 1 and inputs[1] is not None and len(inputs[1]) >= 3:
-        weights = math.prod(inputs[1])
-        return math.prod(out) * math.prod(inputs[1][1:]) + BYTES_TO_MACS * 4 * weights
+        return math.prod(out) * math.prod(inputs[1][1:]), 4 * math.prod(inputs[1])
     if "linear" in name or name in ("mm", "bmm", "matmul", "addmm", "baddbmm"):
         x = inputs[1] if name in ("addmm", "baddbmm") else inputs[0]
-        if x is None or not x:
-            return 0
-        work = math.prod(out) * x[-1]
+        if not x:
+            return 0, 0
         weight = inputs[1] if "linear" in name else None
-        return work + (BYTES_TO_MACS * 4 * math.prod(weight) if weight else 0)
-    return 0
+        return math.prod(out) * x[-1], 4 * math.prod(weight) if weight else 0
+    return 0, 0
 
 
 def _sizes(node: torch.fx.Node) -> list[int] | None:
     """The sizes `node`'s value was traced at, None where any is unknown."""
-    value = node.meta.get("val", node.meta.get("tensor_meta"))
+    sizes = hints(node)
+    return None if sizes is None or None in sizes else cast(list[int], sizes)
+
+
+def hints(node: torch.fx.Node | None) -> list[int | None] | None:
+    """The sizes `node`'s value was traced at (recorded `val` or `tensor_meta`; a symbolic size
+    as the value it was traced at, None where that is unknown), or None without a record."""
+    value = None if node is None else node.meta.get("val", node.meta.get("tensor_meta"))
     shape = getattr(value, "shape", None)
-    if shape is None:
-        return None
-    sizes = [hint(size) for size in shape]
-    return None if None in sizes else cast(list[int], sizes)
+    return None if shape is None else [_hint(size) for size in shape]
 
 
-def hint(size: object) -> int | None:
-    """A size as an int: itself, or the value a symbolic size was traced at; None if neither."""
+def _hint(size: object) -> int | None:
     if isinstance(size, int):
         return size
     hint = getattr(getattr(size, "node", None), "hint", None)
