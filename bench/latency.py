@@ -25,6 +25,8 @@ Variants (`--variants`):
 * fxopt-fast-export: `fast` on the graph `fxopt.trace(mode="export")` makes (torch.export,
   ATen ops) instead of `auto`'s (Dynamo for transformers models): the same passes, a trace a
   third as long.
+* fxopt-default-dynamo, fxopt-fast-cal-dynamo: the same on the graph `fxopt.trace(mode="dynamo")`
+  makes, where `auto` uses another tracer (the sized one for image models): the dialects A/B.
 * fxopt-fast-cal: `fast` with calibration inputs (`fxopt.optimize(..., calibration=)`): int8
   Linears where their kernel beats the Linear fast would run (bfloat16 where native) and the
   bound holds. Calibration inputs: the calibration sentences for the real MiniLM (the bound
@@ -510,6 +512,8 @@ VARIANTS: dict[str, VariantSpec] = {
     ),
     "fxopt-fast-export": VariantSpec(fxopt_preparer(preset_passes("fast"), mode="export"), True),
     "fxopt-fast-cal": VariantSpec(fxopt_preparer(calibrated_preset("fast")), True),
+    "fxopt-default-dynamo": VariantSpec(fxopt_preparer(preset_passes("default"), mode="dynamo"), True),
+    "fxopt-fast-cal-dynamo": VariantSpec(fxopt_preparer(calibrated_preset("fast"), mode="dynamo"), True),
     "fxopt-int8": VariantSpec(fxopt_preparer(int8_passes(calibrated=False)), True),
     "fxopt-int8-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True)), True),
     "fxopt-int8-smooth-cal": VariantSpec(fxopt_preparer(int8_passes(calibrated=True, smoothed=True)), True),

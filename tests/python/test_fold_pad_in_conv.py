@@ -16,8 +16,9 @@ from conftest import build_model
 from fxopt.optimization import FoldPadInConv, presets
 from norm_models import assert_outputs_close, check_reverse, count, outputs, tensor_states
 
-PADS = (torch._C._nn.pad, torch.ops.aten.constant_pad_nd.default, torch.ops.aten.pad.default)
+PADS = (torch.nn.functional.pad, torch._C._nn.pad, torch.ops.aten.constant_pad_nd.default, torch.ops.aten.pad.default)
 CONVS = (torch.conv2d, torch.ops.aten.conv2d.default)
+CONV_MODULES = (torch.nn.Conv2d,)
 
 
 def tf_mobilenet_v2() -> transformers.MobileNetV2Model:
@@ -36,14 +37,14 @@ def tf_mobilenet_v2() -> transformers.MobileNetV2Model:
 def traced(model: torch.nn.Module, pixels: torch.Tensor, dialect: str) -> torch.fx.GraphModule:
     if dialect == "export":
         return torch.export.export(model, (pixels,), strict=False).module()
-    return fxopt.trace(model, example_inputs={"pixel_values": pixels})
+    return fxopt.trace(model, example_inputs={"pixel_values": pixels}, mode=dialect)
 
 
 def pad_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target in PADS]
 
 
-@pytest.mark.parametrize("dialect", ["dynamo", "export"])
+@pytest.mark.parametrize("dialect", ["sized", "dynamo", "export"])
 def test_symmetric_pads_fold_and_stride_two_same_pads_stay(dialect: str) -> None:
     model = tf_mobilenet_v2()
     pixels = torch.randn(1, 3, 32, 32)
@@ -53,7 +54,7 @@ def test_symmetric_pads_fold_and_stride_two_same_pads_stay(dialect: str) -> None
     pads = pad_nodes(gm)
     # A pad is asymmetric exactly where TF "same" padding pads an odd total (stride 2 here).
     asymmetric = [p.name for p in pads if list(p.args[1][::2]) != list(p.args[1][1::2])]
-    convs = count(gm, *CONVS)
+    convs = count(gm, *CONVS, *CONV_MODULES)
     assert len(pads) == convs and 0 < len(asymmetric) < len(pads)
 
     t = FoldPadInConv()
@@ -61,7 +62,7 @@ def test_symmetric_pads_fold_and_stride_two_same_pads_stay(dialect: str) -> None
     assert len(t.report.changed) == len(pads) - len(asymmetric)
     assert sorted(p.name for p in pad_nodes(gm)) == sorted(asymmetric)
     assert {node: "differently" in reason for node, reason in t.report.skipped} == dict.fromkeys(asymmetric, True)
-    assert count(gm, *CONVS) == convs
+    assert count(gm, *CONVS, *CONV_MODULES) == convs
     got = outputs(gm, *args)
     scale = max(float(e.abs().max()) for e in expected)
     assert scale > 1e-3  # activations of order one: a misplaced pad would show
@@ -91,7 +92,7 @@ def test_a_folded_convolution_keeps_the_value_fx_recorded(tmp_path, monkeypatch)
     from fxopt.tuning.cache import ChoiceCache
 
     model = tf_mobilenet_v2()
-    gm = fxopt.trace(model, example_inputs={"pixel_values": torch.randn(1, 3, 32, 32)})
+    gm = fxopt.trace(model, example_inputs={"pixel_values": torch.randn(1, 3, 32, 32)}, mode="dynamo")
     recorded = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op == "call_function" and n.target in CONVS}
     readers = {n.name: next(iter(n.users)).name for n in pad_nodes(gm)}
     t = FoldPadInConv()

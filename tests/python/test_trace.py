@@ -448,13 +448,21 @@ def test_auto_falls_back_to_export_when_dynamo_fails(
 
 
 def test_auto_fallback_on_a_plain_module_uses_example_inputs() -> None:
+    """A float-input module symbolic tracing cannot follow goes to the sized tracer; with the
+    sized tracer refused, to Dynamo."""
     model = ShapeBranch().eval()
-    expected = r"traced ShapeBranch with dynamo, because torch\.fx's symbolic tracing cannot"
+    expected = r"traced ShapeBranch with sized, because torch\.fx's symbolic tracing cannot"
     with pytest.warns(TraceWarning, match=expected) as record:
         traced = fxopt.trace(model, example_inputs=torch.randn(3, 4))
     assert sum(issubclass(w.category, TraceWarning) for w in record) == 1
     assert "if x.shape[0] > 1" in meta(traced)["fallback_reason"]
     eager_matches(model, traced, torch.randn(5, 4))
+
+    model.train()  # the sized tracer refuses a model in train mode (its check would run it)
+    expected = r"traced ShapeBranch with dynamo, because torch\.fx's symbolic tracing cannot"
+    with pytest.warns(TraceWarning, match=expected):
+        traced = fxopt.trace(model, example_inputs=torch.randn(3, 4))
+    assert meta(traced)["mode"] == "dynamo"
 
 
 # --- transformers dummy inputs ------------------------------------------------------------------

@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument(
         "--mode",
-        choices=("auto", "symbolic", "dynamo", "export"),
+        choices=("auto", "symbolic", "sized", "dynamo", "export"),
         default="auto",
         help="tracer (default: auto)",
     )

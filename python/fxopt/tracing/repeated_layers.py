@@ -172,7 +172,7 @@ def stamp_layers(graph_module: GraphModule, stacks: list[Stack]) -> bool:
 
 
 def computes_model(graph_module: GraphModule, model: nn.Module, inputs: dict[str, Any]) -> bool:
-    """Whether the stitched graph gives `model`'s outputs bit for bit on `inputs` with token
+    """Whether a graph (stitched, or traced by `sized`) gives `model`'s outputs bit for bit on `inputs` with token
     inputs cut to two tokens where the graph takes any length (the check then costs two
     forwards on two tokens, not on the example), or, where the cut inputs do not run alike, on
     `inputs` themselves."""
@@ -186,7 +186,7 @@ def _cut_tokens(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[str, 
     placeholders = graph_module.graph.find_nodes(op="placeholder")
     cut = dict(inputs)
     for (name, value), node in zip(inputs.items(), placeholders):
-        traced = node.meta.get("example_value")
+        traced = node.meta.get("example_value", node.meta.get("val"))
         if (
             isinstance(value, torch.Tensor)
             and isinstance(traced, torch.Tensor)

@@ -5,6 +5,13 @@ Three tracers produce the three graph dialects fxopt's passes understand:
 * ``"symbolic"``: `torch.fx.symbolic_trace`. Module-level graphs (`call_module` nodes for
   nn.Linear / nn.Conv2d / nn.BatchNorm*), the graphs the Optimum documentation shows. Fails on
   Python control flow that depends on tensor values, which most transformers models contain.
+* ``"sized"``: symbolic tracing that also computes every value on fake tensors of the example's
+  sizes (`sized`), so Python that reads a size as a number (`int(x.shape[-2])`, a channel
+  check, `b, c, h, w = x.shape`) traces; a number that depends on a dynamic size is checked in
+  the graph, one that depends on tensor data is refused. symbolic's module-level graph, in a
+  fraction of Dynamo's time on CNNs and ViT, checked against the model on the example inputs;
+  it returns the model's output type like a Dynamo graph (the graph's output node holds the
+  tensors, its code rebuilds the type).
 * ``"dynamo"``: TorchDynamo's torch-level graph (`torch._dynamo.export`), the graph a
   `torch.compile` backend receives: Python operators and torch functions as `call_function`
   nodes (`operator.mul`, `torch._C._nn.linear`, `torch.matmul`), tensor methods as
@@ -15,8 +22,11 @@ Three tracers produce the three graph dialects fxopt's passes understand:
 * ``"export"``: `torch.export.export(strict=False)` then `.module()`. ATen-level `call_function`
   nodes with weights as `get_attr`; traces through data-dependent Python by running it on
   example inputs, which fxopt invents for transformers models (`dummy_inputs`).
-* ``"auto"``: symbolic, then dynamo, then export, with one `TraceWarning` naming the mode used
-  and why the earlier ones failed.
+* ``"auto"``: symbolic, then sized (for models whose inputs are all floating point: images,
+  audio, features), then dynamo, then export, with one `TraceWarning` naming the mode used and
+  why the earlier ones failed. Models that take token ids go from symbolic to Dynamo, whose
+  copying of alike layers (`repeated_layers`) traces a transformer's stack as quickly and whose
+  graphs are the ones fxopt's generation and key/value cache paths are built on.
 
 Example inputs are traced as contiguous copies, so no tracer records a guard on the caller's
 memory layout (a sliced `ids[:, :7]` would otherwise make the graph refuse contiguous ids).
@@ -40,8 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
-import sysconfig
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -53,10 +61,12 @@ from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from .diagnose import likely_cause, refuse_untraceable
+from .model_frames import describe_frame, innermost_model_frame
 from .input_guard import guard_inputs
 from .quiet import torch_diagnostics_hidden
 from .model_names import restore_model_names
 from . import repeated_layers, signature
+from .sized import trace_sized
 from .sizes_of_one import keeping_sizes_of_one
 from .unbuilt_guards import shape_guards_unbuilt
 from .uncopied_tensors import tensors_uncopied
@@ -73,7 +83,7 @@ from .dummy_inputs import (
     varying_dims,
 )
 
-Mode = Literal["auto", "symbolic", "dynamo", "export"]
+Mode = Literal["auto", "symbolic", "sized", "dynamo", "export"]
 
 Dynamic = Union[bool, Literal["all"]]
 """Which dimensions a dynamo / export graph lets vary: True (all but an image's height and
@@ -94,17 +104,7 @@ SIZE_ONE_NOTE = (
 TRACE_META_KEY = "fxopt_trace"
 """Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
 
-_MODES: tuple[Mode, ...] = ("auto", "symbolic", "dynamo", "export")
-
-# Frames from these directories are machinery, not the operation that failed (see describe_failure).
-_FXOPT_DIR = os.path.dirname(os.path.dirname(__file__))
-_MACHINERY_DIRS = (os.path.dirname(torch.__file__) + os.sep, _FXOPT_DIR + os.sep)
-_STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
-_PACKAGE_DIRS = (
-    sysconfig.get_paths()["purelib"] + os.sep,
-    sysconfig.get_paths()["platlib"] + os.sep,
-)
-
+_MODES: tuple[Mode, ...] = ("auto", "symbolic", "sized", "dynamo", "export")
 
 class TraceError(RuntimeError):
     """A model could not be traced by any of the modes tried.
@@ -136,12 +136,12 @@ class TraceWarning(UserWarning):
 class TraceInfo(TypedDict):
     """How a graph was traced; stored in `gm.meta["fxopt_trace"]`."""
 
-    mode: Literal["symbolic", "dynamo", "export"]
+    mode: Literal["symbolic", "sized", "dynamo", "export"]
     """The tracer that produced the graph."""
     input_names: list[str] | None
     """Forward parameters that are graph inputs; None when symbolic tracing kept all of them."""
     dynamic_dims: dict[str, list[int]] | None
-    """Dynamo / export: per input, the dimensions that accept sizes other than the example's.
+    """Sized / dynamo / export: per input, the dimensions that accept sizes other than the example's.
     None for symbolic graphs, which record operations, not sizes."""
     fixed_sizes: dict[str, dict[int, int]]
     """Export: dimensions fxopt asked to keep dynamic that the graph fixes to the example's size."""
@@ -174,8 +174,9 @@ def trace(
         example_inputs: inputs dynamo / export run the model on: one tensor, a tuple of
             positional arguments or a dict of keyword arguments. Invented from the config for
             transformers models when omitted; required to trace any other model that way.
-        mode: "symbolic", "dynamo", "export" or "auto" (symbolic, then dynamo, then export).
-        dynamic: dynamo and export: which dimensions accept other sizes than the example's.
+        mode: "symbolic", "sized", "dynamo", "export" or "auto" (symbolic, then sized where
+            every input is floating point, then dynamo, then export).
+        dynamic: sized, dynamo and export: which dimensions accept other sizes than the example's.
             True: batch and sequence (export), every dimension the model does not fix (dynamo),
             but for an image's height and width, which stay the example's: tracing them
             symbolic costs 20x on window-attention models (a 2-layer Swin: 30 s against
@@ -196,11 +197,14 @@ def trace(
     failures: dict[str, BaseException] = {}
     tracers = {
         "symbolic": lambda: _trace_symbolic(model, names),
+        "sized": lambda: _trace_sized(model, names, example, dynamic),
         "dynamo": lambda: _trace_dynamo(model, names, example, dynamic),
         "export": lambda: _trace_export(model, names, example, dynamic),
     }
     for tried, tracer in tracers.items():
         if mode not in (tried, "auto"):
+            continue
+        if mode == "auto" and tried == "sized" and not _sized_first(model, names, example):
             continue
         try:
             with torch_diagnostics_hidden():
@@ -235,6 +239,8 @@ def trace(
 _WHY_NOT = {
     "symbolic": "torch.fx's symbolic tracing cannot follow its Python code (it uses values a "
     "symbolic trace only knows as placeholders)",
+    "sized": "its Python reads numbers computed from tensor data, or the graph did not give "
+    "its outputs",
     "dynamo": "Dynamo could not capture it as one graph",
 }
 
@@ -258,24 +264,12 @@ def describe_failure(exc: BaseException) -> str:
         kind = f"{type(exc).__module__}.{kind}"
     message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     description = f"{kind}: {message}" if message else kind
-    frames = [
-        frame
-        for frame in [*traceback.extract_tb(exc.__traceback__), *getattr(exc, "real_stack", [])]
-        if not _is_machinery(frame.filename)
-    ]
-    if frames:
-        frame = frames[-1]
-        location = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
-        source = f": {frame.line.strip()}" if frame.line else ""
-        description += f" (at {location}{source})"
+    frame = innermost_model_frame(
+        [*traceback.extract_tb(exc.__traceback__), *getattr(exc, "real_stack", [])]
+    )
+    if frame is not None:
+        description += f" (at {describe_frame(frame)})"
     return description
-
-
-def _is_machinery(filename: str) -> bool:
-    """Whether a traceback frame belongs to torch, fxopt, the standard library or generated code."""
-    if filename.startswith(("<", *_MACHINERY_DIRS)):
-        return True
-    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_PACKAGE_DIRS)
 
 
 def register_cache_pytrees(model: Any) -> None:
@@ -431,13 +425,7 @@ def _trace_dynamo(
     if graph_module is None:
         graph_module = _dynamo_graph(model, inputs, dynamic, images, [])
     record_example_values(graph_module)
-    placeholders = graph_module.graph.find_nodes(op="placeholder")
-    dynamic_dims = {
-        name: dims
-        for name, node in zip(inputs, placeholders)
-        if isinstance(traced := node.meta.get("val"), torch.Tensor)
-        and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
-    }
+    dynamic_dims = _symbolic_dims(graph_module, inputs)
     notes = {name: IMAGE_SIZE_NOTE for name in images}
     if dynamic:
         for name in _fixed_sizes_of_one(inputs, dynamic_dims, images):
@@ -452,6 +440,65 @@ def _trace_dynamo(
         dynamic_failure=None,
         fallback_reason=None,
         copied_layers=copied,
+    )
+    return graph_module
+
+
+def _symbolic_dims(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[str, list[int]]:
+    """Per tensor input, the dimensions its traced value keeps symbolic."""
+    placeholders = graph_module.graph.find_nodes(op="placeholder")
+    return {
+        name: dims
+        for name, node in zip(inputs, placeholders)
+        if isinstance(traced := node.meta.get("val"), torch.Tensor)
+        and (dims := [d for d, size in enumerate(traced.shape) if not is_concrete_int(size)])
+    }
+
+
+def _sized_first(model: nn.Module, names: list[str] | None, example: dict[str, Any] | None) -> bool:
+    """Whether auto tries the sized tracer: the model is in eval mode, has inputs to run on
+    (given, or invented for a transformers model) and all its tensor inputs are floating point
+    (no token ids)."""
+    if in_train_mode(model) or (example is None and not (names is not None and is_pretrained_model(model))):
+        return False
+    inputs = _export_inputs(model, names, example)
+    tensors = [value for value in inputs.values() if isinstance(value, torch.Tensor)]
+    return bool(tensors) and all(value.is_floating_point() for value in tensors)
+
+
+def _trace_sized(
+    model: nn.Module, names: list[str] | None, example: dict[str, Any] | None, dynamic: Dynamic
+) -> GraphModule:
+    """The sized tracer's graph (`sized.trace_sized`), used where it gives the model's outputs
+    bit for bit on the example inputs, with the input checks and call signature a Dynamo graph
+    gets. Dimensions of size one stay symbolic where they may (`sizes_of_one`)."""
+    if in_train_mode(model):
+        raise ValueError(
+            "the sized tracer checks its graph by running the model, which in train mode would "
+            "update batch-norm statistics and draw dropout: trace it in eval() mode"
+        )
+    inputs = _export_inputs(model, names, example)
+    register_cache_pytrees(model)
+    requested = _requested_dynamic_dims(inputs, dynamic)
+    graph_module = keeping_sizes_of_one(
+        lambda: trace_sized(model, inputs, requested), _sizes(inputs, requested)
+    )
+    if not repeated_layers.computes_model(graph_module, model, inputs):
+        raise RuntimeError(
+            "the sized graph does not give the model's outputs on the example inputs (Python "
+            "state or randomness outside the recorded calls)"
+        )
+    images = _image_inputs(inputs) if dynamic is True else {}
+    guard_inputs(graph_module, list(inputs), notes={name: IMAGE_SIZE_NOTE for name in images})
+    signature.record(graph_module, model, list(inputs))
+    graph_module.meta[TRACE_META_KEY] = TraceInfo(
+        mode="sized",
+        input_names=list(inputs),
+        dynamic_dims=_symbolic_dims(graph_module, inputs),
+        fixed_sizes={},
+        dynamic_failure=None,
+        fallback_reason=None,
+        copied_layers={},
     )
     return graph_module
 

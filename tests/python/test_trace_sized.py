@@ -1,0 +1,171 @@
+"""fxopt.trace(mode="sized"): symbolic tracing with the example's sizes. It traces the Python
+symbolic_trace cannot (a size read as a number), keeps batch dimensions symbolic, checks in the
+graph what depends on a dynamic size, refuses what depends on tensor data, and `auto` uses it for
+models with floating-point inputs only."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import transformers
+from torch import nn
+
+import fxopt
+from conftest import build_model, tiny_bert, token_inputs  # noqa: F401  (fixture)
+from fxopt.tracing.trace import TraceError, TraceWarning
+
+
+def mobilenet_v2() -> transformers.MobileNetV2ForImageClassification:
+    config = transformers.MobileNetV2Config(
+        image_size=32, depth_multiplier=0.25, min_depth=4, tf_padding=True, num_labels=5
+    )
+    return build_model(transformers.MobileNetV2ForImageClassification, config)
+
+
+def checks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.find_nodes(op="call_function", target=torch._assert)]
+
+
+class BranchOnBatch(nn.Module):
+    """Python that takes one path for batches of more than two rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 2:
+            return self.linear(x) * 2
+        return self.linear(x) + 1
+
+
+class BranchOnData(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+class CountsCalls(nn.Module):
+    """State a forward writes on its module: not in any graph fx records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return x * self.calls
+
+
+class ReadsSizes(nn.Module):
+    """A feature size read as a number and the batch's rows counted by len()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = int(x.shape[-1])
+        rows = [self.linear(x[i]) for i in range(len(x))]
+        return torch.stack(rows).reshape(-1, features)
+
+
+def test_a_size_read_as_a_number_traces_and_the_graph_takes_other_batches() -> None:
+    """transformers' MobileNetV2 computes TensorFlow padding with int(shape): symbolic tracing
+    fails on it, auto traces it sized (module-level graph, no check: every size Python read is
+    fixed by the image size), and the graph computes the model at other batch sizes."""
+    model = mobilenet_v2()
+    pixels = torch.randn(1, 3, 32, 32)
+    with pytest.warns(TraceWarning, match="with sized, because torch.fx's symbolic tracing"):
+        gm = fxopt.trace(model, example_inputs={"pixel_values": pixels})
+    info = gm.meta["fxopt_trace"]
+    assert info["mode"] == "sized" and info["dynamic_dims"] == {"pixel_values": [0]}
+    assert "symbolic: " in (info["fallback_reason"] or "")
+    convs = [n for n in gm.graph.nodes if n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.Conv2d)]
+    assert len(convs) == sum(isinstance(m, nn.Conv2d) for m in model.modules())
+    # Every value carries its fake tensor, batch symbolic.
+    assert all(isinstance(n.meta["val"].shape[0], torch.SymInt) for n in convs)
+    # The only checks are the input's (rank, then the fixed channels / height / width).
+    assert len(checks(gm)) == 2
+    with torch.no_grad():
+        for batch in (1, 3):
+            x = torch.randn(batch, 3, 32, 32)
+            torch.testing.assert_close(gm(x).logits, model(x).logits, rtol=0, atol=0)
+            torch.testing.assert_close(gm(pixel_values=x).logits, model(pixel_values=x).logits, rtol=0, atol=0)
+    assert type(gm(pixels)) is type(model(pixels))
+
+
+def test_python_that_depends_on_a_dynamic_size_is_checked_in_the_graph() -> None:
+    model = BranchOnBatch().eval()
+    gm = fxopt.trace(model, example_inputs=(torch.randn(4, 4),), mode="sized")
+    assert gm.meta["fxopt_trace"]["dynamic_dims"] == {"x": [0]}
+    with torch.no_grad():
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
+        # A batch that would take the other path is refused, naming the model's line.
+        with pytest.raises(AssertionError, match=r"traced where .* is True \(test_trace_sized.py:\d+ in forward: if x.shape\[0\] > 2:\)"):
+            gm(torch.randn(2, 4))
+
+
+def test_a_dynamic_size_python_counts_with_is_fixed_as_dynamo_fixes_it() -> None:
+    """len(x) makes the batch a number: the graph then takes that batch only, and says so at its
+    input check; the feature size int() read was fixed anyway (no check of its own)."""
+    model = ReadsSizes().eval()
+    gm = fxopt.trace(model, example_inputs=(torch.randn(3, 6),), mode="sized")
+    assert gm.meta["fxopt_trace"]["dynamic_dims"] == {}
+    assert len(checks(gm)) == 2  # the input's rank and sizes
+    assert len(gm.graph.find_nodes(op="call_module", target="linear")) == 3
+    with torch.no_grad():
+        x = torch.randn(3, 6)
+        torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
+        with pytest.raises(AssertionError, match=r"input 'x' must have shape \[3, 6\]"):
+            gm(torch.randn(4, 6))
+
+
+def test_python_that_depends_on_tensor_data_is_refused() -> None:
+    with pytest.raises(TraceError, match=r"sized: fxopt.tracing.sized.ValueDependentError: bool\(\) of the tensor"):
+        fxopt.trace(BranchOnData().eval(), example_inputs=(torch.randn(2, 3),), mode="sized")
+
+
+def test_a_graph_that_misses_python_state_is_not_used() -> None:
+    model = CountsCalls().eval()
+    with pytest.raises(TraceError, match="does not give the model's outputs on the example inputs"):
+        fxopt.trace(model, example_inputs=(torch.randn(2, 3),), mode="sized")
+
+
+def test_auto_leaves_token_models_to_dynamo_and_sized_traces_them_when_asked(tiny_bert) -> None:  # noqa: F811
+    inputs = token_inputs(2, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        auto = fxopt.trace(tiny_bert, example_inputs=inputs)
+    assert auto.meta["fxopt_trace"]["mode"] == "dynamo"
+    gm = fxopt.trace(tiny_bert, example_inputs=inputs, mode="sized")
+    info = gm.meta["fxopt_trace"]
+    assert info["mode"] == "sized" and info["dynamic_dims"] == {"input_ids": [0, 1], "attention_mask": [0, 1]}
+    assert any(n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.Linear) for n in gm.graph.nodes)
+    with torch.no_grad():
+        for batch, length in ((2, 8), (3, 5), (1, 11)):
+            x = token_inputs(batch, length)
+            torch.testing.assert_close(
+                gm(**x).last_hidden_state, tiny_bert(**x).last_hidden_state, rtol=0, atol=0
+            )
+
+
+def test_optimize_runs_the_presets_on_a_sized_graph_and_reverse_restores_it() -> None:
+    model = mobilenet_v2()
+    pixels = torch.randn(2, 3, 32, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = fxopt.trace(model, example_inputs={"pixel_values": pixels})
+        optimized = fxopt.optimize(gm, "default")
+    assert gm.meta["fxopt_trace"]["mode"] == "sized"
+    assert optimized.graph.python_code("self").src != gm.graph.python_code("self").src
+    with torch.no_grad():
+        torch.testing.assert_close(optimized(pixels).logits, model(pixels).logits, rtol=1e-4, atol=1e-4)
+    restored = fxopt.preset("default")(optimized, reverse=True)
+    assert restored.code == gm.code
+    with torch.no_grad():
+        torch.testing.assert_close(restored(pixels).logits, model(pixels).logits, rtol=0, atol=0)
