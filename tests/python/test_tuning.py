@@ -108,6 +108,29 @@ def test_the_cache_is_keyed_by_cpu_and_torch_version(tmp_path, monkeypatch):
     assert ChoiceCache(tmp_path).get("query") is None
 
 
+def test_a_tuning_run_writes_its_cache_once(measuring, monkeypatch):
+    """The entries of one run of passes reach the file together, at its end (each write
+    replaces the whole file); a later process reads them all."""
+    needs_onednn()
+    fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.9, "onednn_fused": 0.7, "sdpa": 1.0, "fxopt_f32": 0.8})
+    from fxopt.tuning import cache as cache_module
+
+    replaced = []
+    real_replace = cache_module.os.replace
+    monkeypatch.setattr(cache_module.os, "replace", lambda *paths: (replaced.append(paths), real_replace(*paths)))
+    model = build_model(transformers.BertModel, tiny_bert_config())
+    fxopt.optimize(model, "default", example_inputs=token_inputs(2, 8))
+    entries = measuring.cache._load()
+    assert len(entries) > 1 and len(replaced) == 1
+    assert ChoiceCache(measuring.cache.directory)._load() == entries
+
+    with pytest.raises(RuntimeError), measuring.cache.writes_deferred():
+        measuring.cache.put("query", {"picked": "onednn", "ratio": 0.8})
+        assert ChoiceCache(measuring.cache.directory).get("query") is None
+        raise RuntimeError("a pass failed after measuring")
+    assert ChoiceCache(measuring.cache.directory).get("query") == {"picked": "onednn", "ratio": 0.8}
+
+
 class _HeadedStack(torch.nn.Module):
     """Eight 256-wide Linears over every token, then `heads` Linears of the first token alone
     (a pooler): one head does 0.3% of the work (multiply-adds, and three per byte of weight)."""

@@ -76,9 +76,10 @@ class BuiltinTransformation(ReversibleTransformation):
 def run_builtin(steps: Sequence[tuple[BuiltinTransformation, bool]], gm: GraphModule) -> bool:
     """Runs (transformation, reverse) steps in the GraphModule's core session and syncs once;
     returns whether the GraphModule changed."""
-    with paused_gc():
+    chooser = tuning.current()
+    with paused_gc(), chooser.cache.writes_deferred():
         bridge = attached(gm)
-        choices = tuning.current().for_graph(gm)  # one tuning budget for the whole run
+        choices = chooser.for_graph(gm)  # one tuning budget for the whole run
         try:
             reports = []
             for transformation, reverse in steps:

@@ -11,10 +11,12 @@ cannot be read or written is ignored: tuning then runs again, nothing fails.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,8 @@ class ChoiceCache:
         self.directory = directory if directory is not None else cache_dir()
         self._entries: dict[str, dict[str, Any]] | None = None
         self._machine = ""
+        self._deferring = 0
+        self._unwritten = False
 
     @property
     def path(self) -> Path:
@@ -75,8 +79,30 @@ class ChoiceCache:
         return self._load().get(key)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
+        self._load()[key] = entry
+        if self._deferring:
+            self._unwritten = True
+        else:
+            self._write()
+
+    @contextlib.contextmanager
+    def writes_deferred(self) -> Iterator[None]:
+        """Entries put inside are written once, on leaving (even on an error: they were
+        measured). Tuning a model puts 20-50 entries, and each write replaces the whole file:
+        ext4 flushes a file renamed over another to disk first, which with a build writing to
+        the same disk cost 34 ms a write, 0.85 s of ResNet-50's 2.2 s of `default` (on a quiet
+        disk the difference was inside the noise)."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            if not self._deferring and self._unwritten:
+                self._write()
+
+    def _write(self) -> None:
+        self._unwritten = False
         entries = self._load()
-        entries[key] = entry
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             # Written whole, then renamed: concurrent processes never read half a file.
