@@ -136,6 +136,23 @@ def test_a_graph_that_misses_python_state_is_not_used() -> None:
         fxopt.trace(model, example_inputs=(torch.randn(2, 3),), mode="sized")
 
 
+class Scaled(nn.Module):
+    def forward(self, x: torch.Tensor, scales: list[float]) -> torch.Tensor:
+        return x[: int(x.shape[0])] * scales[0]  # a size read as a number: symbolic fails
+
+
+def test_inputs_the_check_could_change_are_refused() -> None:
+    """The check runs the model: an input other than tensors and plain values (a cache object)
+    could come back changed, so the sized tracer refuses it and auto goes to Dynamo."""
+    inputs = {"x": torch.randn(2, 3), "scales": [2.0]}
+    with pytest.raises(TraceError, match="an input other than tensors and plain values"):
+        fxopt.trace(Scaled().eval(), example_inputs=inputs, mode="sized")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        gm = fxopt.trace(Scaled().eval(), example_inputs=inputs)
+    assert gm.meta["fxopt_trace"]["mode"] == "dynamo"
+
+
 def test_auto_leaves_token_models_to_dynamo_and_sized_traces_them_when_asked(tiny_bert) -> None:  # noqa: F811
     inputs = token_inputs(2, 8)
     with warnings.catch_warnings():

@@ -1,14 +1,14 @@
 """`fxopt.trace`: turn a model into a `torch.fx.GraphModule` the optimizer can edit.
 
-Three tracers produce the three graph dialects fxopt's passes understand:
+Four tracers produce the three graph dialects fxopt's passes understand:
 
 * ``"symbolic"``: `torch.fx.symbolic_trace`. Module-level graphs (`call_module` nodes for
   nn.Linear / nn.Conv2d / nn.BatchNorm*), the graphs the Optimum documentation shows. Fails on
   Python control flow that depends on tensor values, which most transformers models contain.
 * ``"sized"``: symbolic tracing that also computes every value on fake tensors of the example's
   sizes (`sized`), so Python that reads a size as a number (`int(x.shape[-2])`, a channel
-  check, `b, c, h, w = x.shape`) traces; a number that depends on a dynamic size is checked in
-  the graph, one that depends on tensor data is refused. symbolic's module-level graph, in a
+  check, `b, c, h, w = x.shape`) traces; a branch on a dynamic size is checked in the graph, one
+  on tensor data is refused. symbolic's module-level graph, in a
   fraction of Dynamo's time on CNNs and ViT, checked against the model on the example inputs;
   it returns the model's output type like a Dynamo graph (the graph's output node holds the
   tensors, its code rebuilds the type).
@@ -105,6 +105,7 @@ TRACE_META_KEY = "fxopt_trace"
 """Key of the `TraceInfo` record in a traced GraphModule's `.meta`."""
 
 _MODES: tuple[Mode, ...] = ("auto", "symbolic", "sized", "dynamo", "export")
+
 
 class TraceError(RuntimeError):
     """A model could not be traced by any of the modes tried.
@@ -239,8 +240,8 @@ def trace(
 _WHY_NOT = {
     "symbolic": "torch.fx's symbolic tracing cannot follow its Python code (it uses values a "
     "symbolic trace only knows as placeholders)",
-    "sized": "its Python reads numbers computed from tensor data, or the graph did not give "
-    "its outputs",
+    "sized": "the sized tracer could not follow its Python (a number computed from tensor "
+    "data) or its graph did not give its outputs",
     "dynamo": "Dynamo could not capture it as one graph",
 }
 
@@ -457,13 +458,14 @@ def _symbolic_dims(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[st
 
 def _sized_first(model: nn.Module, names: list[str] | None, example: dict[str, Any] | None) -> bool:
     """Whether auto tries the sized tracer: the model is in eval mode, has inputs to run on
-    (given, or invented for a transformers model) and all its tensor inputs are floating point
-    (no token ids)."""
+    (given, or invented for a transformers model), tensors and plain values only, and all its
+    tensor inputs are floating point (no token ids)."""
     if in_train_mode(model) or (example is None and not (names is not None and is_pretrained_model(model))):
         return False
     inputs = _export_inputs(model, names, example)
     tensors = [value for value in inputs.values() if isinstance(value, torch.Tensor)]
-    return bool(tensors) and all(value.is_floating_point() for value in tensors)
+    plain = all(_plain(value) for value in inputs.values())
+    return plain and bool(tensors) and all(value.is_floating_point() for value in tensors)
 
 
 def _trace_sized(
@@ -478,6 +480,11 @@ def _trace_sized(
             "update batch-norm statistics and draw dropout: trace it in eval() mode"
         )
     inputs = _export_inputs(model, names, example)
+    if not all(_plain(value) for value in inputs.values()):
+        raise ValueError(
+            "the sized tracer checks its graph by running the model, which would change an "
+            "input other than tensors and plain values (a key/value cache)"
+        )
     register_cache_pytrees(model)
     requested = _requested_dynamic_dims(inputs, dynamic)
     graph_module = keeping_sizes_of_one(
