@@ -109,8 +109,7 @@ class GraphLowering {
       case NodeKind::GetAttr:
         return lower_attribute(node);
       case NodeKind::CallModule:
-        lower_module(node);
-        return follow(node);
+        return follow(node, /*low_weights=*/lower_module(node));
       default:
         if (node->is(NodeKind::CallFunction, kAssertMetadata)) lower_assertion(node);
         return follow(node);
@@ -184,17 +183,18 @@ class GraphLowering {
     return Precision::Low;
   }
 
-  void lower_module(Node* node) {
+  // True where the module's weights are now in the lowered dtype.
+  bool lower_module(Node* node) {
     const std::string& path = node->target().str();
     const ModuleInfo* module = program_.module(node->target());
-    if (!module) return;
+    if (!module) return false;
     std::map<std::string, TensorInfo> lowered;
     for (const auto& [name, tensor] : module->tensors)
       if (tensor.present() && is_full_float(tensor.dtype)) {
         full_dtype(tensor.dtype, *node);
         lowered[name] = stored_like(ctx_.tensors.cast(tensor, low_), tensor);
       }
-    if (lowered.empty()) return;
+    if (lowered.empty()) return false;
     auto [it, fresh] = modules_.try_emplace(path);
     if (fresh) {
       ModuleInfo copy = *module;
@@ -204,11 +204,13 @@ class GraphLowering {
     }
     rewriter_.set_target(node, NodeKind::CallModule, Symbol::intern(it->second));
     changed(node, Tuple{{Arg("module"), Arg(path)}});
+    return true;
   }
 
-  // The precision of an op's result from its operands, casting full-precision operands of ops
-  // that need one dtype.
-  Precision follow(Node* node) {
+  // The precision of an op's result from its operands (and a module's own weights, lowered
+  // where `low_weights`: an Embedding's result is lowered though its operand, the ids, is no
+  // float), casting full-precision operands of ops that need one dtype.
+  Precision follow(Node* node, bool low_weights = false) {
     if (!node->dtype().empty() && !is_float(node->dtype())) return Precision::NotFloat;
     if (follows_first_operand(*node)) {
       Node* x = node->args().at(0).node();
@@ -223,7 +225,7 @@ class GraphLowering {
         return Precision::Low;
       }
     }
-    bool low = false, full = false;
+    bool low = low_weights, full = false;
     std::vector<Node*> full_operands;
     auto see = [&](Node* input) {
       Precision p = state_.at(input);

@@ -167,6 +167,37 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
 }
 
+// A module fed no float (an Embedding reading token ids): its result is lowered with its
+// weights, and cast back at the output (it was taken for a float32 constant of the graph, so a
+// lowered BERT returned bfloat16 hidden states).
+TEST_F(ChangePrecisionTest, AModuleReadingIntegersGivesALoweredResultCastBack) {
+  linear_module("embed", 4, 4, false);
+  Node* ids = b.input("ids");
+  Node* embed = b.module("embed", "embed", {ids});
+  Node* relu = b.call("relu", "aten.relu.default", {embed});
+  b.output(Tuple{{relu}});
+  program.graph.set_value_info(ids, "int64", {4, 4});
+  for (Node* n : {embed, relu}) program.graph.set_value_info(n, "float32", {4, 4});
+  program.dtype_opaques[9] = "float32";
+  auto graph_before = structure();
+
+  Dict back;
+  back.set("float32", Opaque{9});
+  ChangePrecision pass("float16", Opaque{7}, back);
+  PassResult forward = run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
+  EXPECT_EQ(embed->target().str(), "embed_float16");
+  EXPECT_EQ(embed->args(), (Args{ids}));  // the ids are not cast
+  EXPECT_EQ(relu->args(), (Args{embed}));
+  const Arg& outputs = program.graph.last()->args()[0];
+  EXPECT_EQ(outputs.as<Tuple>().items[0].node()->args(), (Args{relu, Opaque{9}}));  // cast back
+  EXPECT_EQ(forward.changed, (std::vector<std::string>{"embed", "to"}));
+  EXPECT_TRUE(program.graph.lint().empty());
+
+  run_pass(pass, program, edits, ops, kSig, /*reverse=*/true);
+  EXPECT_EQ(structure(), graph_before);
+  EXPECT_FALSE(program.modules.contains("embed_float16"));
+}
+
 // The same lowering twice: the second changes nothing (it would lower the first's casts) but
 // counts as an application of its own (rewrite/marks.h): the first reverse undoes it (nothing),
 // the second the first lowering. compose(A, B, A) reverses B between them.

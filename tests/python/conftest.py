@@ -93,6 +93,16 @@ def cache_key(output: Any) -> str:
     return "cache" if "cache" in output else "past_key_values"
 
 
+def linear_calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The Linear calls of a torch-level graph (Dynamo's) or a module-level one (symbolic's, the
+    sized tracer's)."""
+    return [
+        n for n in gm.graph.nodes
+        if n.target is torch._C._nn.linear
+        or (n.op == "call_module" and isinstance(gm.get_submodule(str(n.target)), torch.nn.Linear))
+    ]
+
+
 def token_inputs(batch: int, length: int, vocab_size: int = 100) -> dict[str, torch.Tensor]:
     """input_ids and an attention mask whose second row ends in padding, so masking matters."""
     input_ids = torch.randint(0, vocab_size, (batch, length))

@@ -1,4 +1,4 @@
-"""fxopt.trace's Dynamo mode traces two of a stack of alike layers and copies the rest
+"""fxopt.trace's Dynamo and sized modes trace two of a stack of alike layers and copy the rest
 (`fxopt.tracing.repeated_layers`): the result must be the graph a whole trace gives, and every
 model where copying would not give the model's own computation must be traced whole."""
 
@@ -14,11 +14,16 @@ from fxopt.tracing.train_mode import TrainModeWarning
 
 transformers = pytest.importorskip("transformers")
 
+TRACERS = ("dynamo", "sized")
+"""The tracers that copy alike layers."""
 
-def _whole_trace(model: nn.Module, inputs: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> torch.fx.GraphModule:
+
+def _whole_trace(
+    model: nn.Module, inputs: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch, mode: str = "dynamo"
+) -> torch.fx.GraphModule:
     with monkeypatch.context() as patch:
         patch.setattr(repeated_layers, "find_stacks", lambda model: [])
-        return fxopt.trace(model, example_inputs=inputs, mode="dynamo")
+        return fxopt.trace(model, example_inputs=inputs, mode=mode)
 
 
 def _operations(graph_module: torch.fx.GraphModule) -> list[tuple[str, str, list[object]]]:
@@ -47,25 +52,31 @@ def _text(batch: int, length: int, seed: int = 0) -> dict[str, torch.Tensor]:
     return {"input_ids": torch.randint(0, 100, (batch, length), generator=generator), "attention_mask": mask}
 
 
-def test_a_bert_stack_is_traced_twice_and_copied_into_the_whole_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode", TRACERS)
+def test_a_bert_stack_is_traced_twice_and_copied_into_the_whole_graph(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _bert(layers=4)
     inputs = _text(2, 16)
-    copied = fxopt.trace(model, example_inputs=inputs, mode="dynamo")
-    whole = _whole_trace(model, inputs, monkeypatch)
+    copied = fxopt.trace(model, example_inputs=inputs, mode=mode)
+    whole = _whole_trace(model, inputs, monkeypatch, mode)
     assert copied.meta["fxopt_trace"]["copied_layers"] == {"encoder.layer": 2}
     assert whole.meta["fxopt_trace"]["copied_layers"] == {}
     assert _operations(copied) == _operations(whole)
-    # The copies read their own layer's weights, the model's tensors themselves.
-    targets = {str(n.target) for n in copied.graph.find_nodes(op="get_attr")}
-    assert "encoder.layer.3.output.dense.weight" in targets
-    assert copied.get_parameter("encoder.layer.3.output.dense.weight") is model.encoder.layer[3].output.dense.weight
+    # The copies read their own layer's weights, the model's tensors themselves (a Dynamo graph
+    # reads the weight, a sized graph calls the module).
+    dense = "encoder.layer.3.output.dense"
+    if mode == "dynamo":
+        assert dense + ".weight" in {str(n.target) for n in copied.graph.find_nodes(op="get_attr")}
+    else:
+        assert copied.graph.find_nodes(op="call_module", target=dense)
+    assert copied.get_parameter(dense + ".weight") is model.encoder.layer[3].output.dense.weight
     assert list(copied.state_dict()) == list(model.state_dict())
-    # Their module stacks name their layer, as Dynamo's record of a traced layer does.
-    in_layer_3 = [
+    # Their module stacks name their layer, as the tracer's record of a traced layer does.
+    in_dense = [
         n for n in copied.graph.nodes
-        if any(fqn.endswith("encoder.layer.3.output.dense") for fqn, _ in n.meta.get("nn_module_stack", {}).values())
+        if any(fqn.endswith(dense) for fqn, _ in n.meta.get("nn_module_stack", {}).values())
     ]
-    assert [n.target for n in in_layer_3 if n.op == "call_function"] == [torch._C._nn.linear]
+    expected = [("call_function", torch._C._nn.linear)] if mode == "dynamo" else [("call_module", dense)]
+    assert [(n.op, n.target) for n in in_dense if n.op != "get_attr"] == expected
     # The same values as eager at other sizes (batch and sequence stay dynamic).
     other = _text(3, 9, seed=1)
     with torch.no_grad():
@@ -109,9 +120,9 @@ class _Stack(nn.Module):
         return tuple(kept) if self.keep_all else h
 
 
-def _check_traced(model: nn.Module, copied: dict[str, int]) -> torch.fx.GraphModule:
+def _check_traced(model: nn.Module, copied: dict[str, int], mode: str = "dynamo") -> torch.fx.GraphModule:
     x = torch.randn(4, 8)
-    graph_module = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    graph_module = fxopt.trace(model, example_inputs=(x,), mode=mode)
     assert graph_module.meta["fxopt_trace"]["copied_layers"] == copied
     other = torch.randn(6, 8)
     with torch.no_grad():
@@ -119,27 +130,36 @@ def _check_traced(model: nn.Module, copied: dict[str, int]) -> torch.fx.GraphMod
     return graph_module
 
 
-def test_a_plain_module_list_of_alike_blocks_is_copied() -> None:
-    graph_module = _check_traced(_Stack(count=5).eval(), {"blocks": 3})
-    linears = [n for n in graph_module.graph.nodes if n.target is torch._C._nn.linear]
+@pytest.mark.parametrize("mode", TRACERS)
+def test_a_plain_module_list_of_alike_blocks_is_copied(mode: str) -> None:
+    graph_module = _check_traced(_Stack(count=5).eval(), {"blocks": 3}, mode)
+    linears = [
+        n for n in graph_module.graph.nodes
+        if n.target is torch._C._nn.linear
+        or (n.op == "call_module" and isinstance(graph_module.get_submodule(str(n.target)), nn.Linear))
+    ]
     assert len(linears) == 6
 
 
-def test_the_parents_loop_treating_a_later_layer_differently_is_traced_whole(capfd: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("mode", TRACERS)
+def test_the_parents_loop_treating_a_later_layer_differently_is_traced_whole(
+    mode: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     # The two traced layers match, so only the check against the model sees the difference;
     # it says nothing (fx's GraphModule prints the code of a failing line).
-    _check_traced(_Stack(count=5, flip_at=3).eval(), {})
+    _check_traced(_Stack(count=5, flip_at=3).eval(), {}, mode)
     assert "FX-traced" not in capfd.readouterr().err
 
 
-def test_an_image_model_is_checked_on_its_whole_example() -> None:
+@pytest.mark.parametrize("mode", TRACERS)
+def test_an_image_model_is_checked_on_its_whole_example(mode: str) -> None:
     config = transformers.ViTConfig(
         image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64
     )
     torch.manual_seed(0)
     model = transformers.ViTModel(config).eval()
     pixels = torch.randn(2, 3, 32, 32)
-    graph_module = fxopt.trace(model, example_inputs={"pixel_values": pixels}, mode="dynamo")
+    graph_module = fxopt.trace(model, example_inputs={"pixel_values": pixels}, mode=mode)
     layers = next(path for path, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m) == 4)
     assert graph_module.meta["fxopt_trace"]["copied_layers"] == {layers: 2}
     other = torch.randn(3, 3, 32, 32)
@@ -147,21 +167,24 @@ def test_an_image_model_is_checked_on_its_whole_example() -> None:
         torch.testing.assert_close(graph_module(pixel_values=other), model(pixel_values=other), rtol=0, atol=0)
 
 
-def test_every_layers_output_kept_is_traced_whole() -> None:
-    _check_traced(_Stack(count=4, keep_all=True).eval(), {})
+@pytest.mark.parametrize("mode", TRACERS)
+def test_every_layers_output_kept_is_traced_whole(mode: str) -> None:
+    _check_traced(_Stack(count=4, keep_all=True).eval(), {}, mode)
 
 
-def test_layers_with_other_settings_are_not_alike() -> None:
+@pytest.mark.parametrize("mode", TRACERS)
+def test_layers_with_other_settings_are_not_alike(mode: str) -> None:
     model = _Stack(count=5, scales=[1.0, 2.0, 1.0, 1.0, 1.0]).eval()
     assert [(s.path, s.first, s.count) for s in repeated_layers.find_stacks(model)] == [("blocks", 2, 3)]
-    _check_traced(model, {"blocks": 1})
+    _check_traced(model, {"blocks": 1}, mode)
 
 
-def test_a_hook_on_one_layer_keeps_the_stack_whole() -> None:
+@pytest.mark.parametrize("mode", TRACERS)
+def test_a_hook_on_one_layer_keeps_the_stack_whole(mode: str) -> None:
     model = _Stack(count=5).eval()
     model.blocks[4].register_forward_hook(lambda module, args, out: out * 3)
     assert [(s.first, s.count) for s in repeated_layers.find_stacks(model)] == []
-    _check_traced(model, {})
+    _check_traced(model, {}, mode)
 
 
 def test_a_model_in_train_mode_is_traced_whole() -> None:
@@ -211,8 +234,9 @@ class _Indexing(nn.Module):
         return self.blocks[3](x)
 
 
-def test_a_model_indexing_its_layers_is_traced_whole() -> None:
-    _check_traced(_Indexing().eval(), {})
+@pytest.mark.parametrize("mode", TRACERS)
+def test_a_model_indexing_its_layers_is_traced_whole(mode: str) -> None:
+    _check_traced(_Indexing().eval(), {}, mode)
     assert [(s.first, s.count) for s in repeated_layers.find_stacks(_Indexing())] == [(0, 4)]
 
 

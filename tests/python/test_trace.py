@@ -14,6 +14,7 @@ from torch import nn
 
 import fxopt
 from fxopt.tracing import sizes_of_one
+from fxopt.tracing import trace as trace_module
 from fxopt.tracing.dummy_inputs import build_dummy_inputs, default_input_names
 from fxopt.tracing.trace import TRACE_META_KEY, TraceError, TraceWarning
 
@@ -417,26 +418,46 @@ def test_a_trace_that_fails_with_sizes_of_one_dynamic_is_made_again_without(
 # --- auto -------------------------------------------------------------------------------------
 
 
-def test_auto_falls_back_to_dynamo_and_says_why(tiny_bert: transformers.BertModel) -> None:
+def _refuse(what: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{what} refused")
+
+    return refuse
+
+
+def test_auto_falls_back_to_sized_and_says_why(tiny_bert: transformers.BertModel) -> None:
     # In words (issue 21): which tracer and why, no exception text; fallback_reason keeps it.
     with pytest.warns(TraceWarning) as record:
         traced = fxopt.trace(tiny_bert)
     (message,) = [str(w.message) for w in record if issubclass(w.category, TraceWarning)]
-    assert message.startswith("fxopt.trace: traced BertModel with dynamo, because torch.fx's symbolic")
+    assert message.startswith("fxopt.trace: traced BertModel with sized, because torch.fx's symbolic")
     assert "TypeError" not in message and "Proxy" not in message
+    info = meta(traced)
+    assert info["mode"] == "sized"
+    assert info["fallback_reason"].startswith("symbolic: TypeError: ")
+    eager_matches(tiny_bert, traced, token_inputs(3, 11))
+
+
+def test_auto_falls_back_to_dynamo_when_the_sized_tracer_fails(
+    tiny_bert: transformers.BertModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_module, "trace_sized", _refuse("sized"))
+    with pytest.warns(TraceWarning) as record:
+        traced = fxopt.trace(tiny_bert)
+    (message,) = [str(w.message) for w in record if issubclass(w.category, TraceWarning)]
+    assert message.startswith("fxopt.trace: traced BertModel with dynamo, because torch.fx's symbolic")
     info = meta(traced)
     assert info["mode"] == "dynamo"
     assert info["fallback_reason"].startswith("symbolic: TypeError: ")
+    assert "; sized: RuntimeError: sized refused" in info["fallback_reason"]
     eager_matches(tiny_bert, traced, token_inputs(3, 11))
 
 
 def test_auto_falls_back_to_export_when_dynamo_fails(
     tiny_bert: transformers.BertModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("dynamo refused")
-
-    monkeypatch.setattr(torch._dynamo, "export", refuse)
+    monkeypatch.setattr(trace_module, "trace_sized", _refuse("sized"))
+    monkeypatch.setattr(torch._dynamo, "export", _refuse("dynamo"))
     with pytest.warns(TraceWarning, match="traced BertModel with export") as record:
         traced = fxopt.trace(tiny_bert)
     assert sum(issubclass(w.category, TraceWarning) for w in record) == 1

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.fx import GraphModule, Node
+from torch.utils import _pytree as pytree
 
 _MIN_LAYERS = 3
 """A stack of two gains nothing: both layers are traced anyway."""
@@ -203,8 +204,12 @@ def _same_outputs(graph_module: GraphModule, model: nn.Module, inputs: dict[str,
     try:
         with torch.no_grad():
             # forward itself: GraphModule's call prints the generated code of a failing line
-            ours = graph_module.forward(**inputs)
-            torch.testing.assert_close(ours, model(**inputs), rtol=0, atol=0, equal_nan=True)
+            ours, ours_spec = pytree.tree_flatten(graph_module.forward(**inputs))
+            # Flattened: assert_close has no comparison for a key/value cache object.
+            theirs, their_spec = pytree.tree_flatten(model(**inputs))
+            if ours_spec != their_spec:
+                return False
+            torch.testing.assert_close(ours, theirs, rtol=0, atol=0, equal_nan=True)
     except Exception:  # any difference or failure: the copies are not trusted
         return False
     return True
@@ -350,8 +355,8 @@ _ROOT = re.compile(r"^L(\[[^\]]*\])+\.?")
 
 
 def _relabel_module_stack(node: Node, traced: str, layer: str, module: nn.Module) -> None:
-    """The copied node's module stack names its own layer (`module`, at path `layer`), keyed by
-    the module's id as Dynamo keys it."""
+    """The copied node's module stack names its own layer (`module`, at path `layer`), keyed as
+    the tracer keyed it: by the module's path (fx), else by its id (Dynamo)."""
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return
@@ -360,7 +365,8 @@ def _relabel_module_stack(node: Node, traced: str, layer: str, module: nn.Module
         path = _module_path(fqn)
         if path == traced or path.startswith(traced + "."):
             below = path[len(traced) :]
+            by_path = key == fqn
             fqn = fqn[: len(fqn) - len(path)] + layer + below if fqn.endswith(path) else layer + below
-            key = str(id(module.get_submodule(below.lstrip("."))))
+            key = fqn if by_path else str(id(module.get_submodule(below.lstrip("."))))
         relabeled[key] = (fqn, cls)
     node.meta["nn_module_stack"] = relabeled

@@ -49,6 +49,8 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 from torch.fx.proxy import Attribute, TraceError
 
 from .model_frames import describe_frame, innermost_model_frame
@@ -101,14 +103,15 @@ def trace_sized(
         for name, value in inputs.items()
     }
     tracer = _SizedTracer(mode, fake_inputs)
-    root, output_spec = _keyword_root(model, list(inputs))
+    root, output_spec = _keyword_root(model, list(inputs), tracer)
     graph = tracer.trace(root)
     _record_values(graph, tracer)
     # Like a Dynamo graph: the output node holds the tensors, the code rebuilds the model's
     # output type (a ModelOutput) from them.
     input_spec = pytree.tree_flatten(((), dict.fromkeys(inputs)))[1]
     graph._codegen = _PyTreeCodeGen(_PyTreeInfo(list(inputs), input_spec, output_spec()))
-    graph_module = GraphModule(model, graph, type(model).__name__)
+    # The root holds the constants fx lifted (`_tensor_constant0`) besides the model's own tables.
+    graph_module = GraphModule(root, graph, type(model).__name__)
     # Sizes Python read as numbers leave their reads unused (checks, being impure, stay).
     graph.eliminate_dead_code()
     graph_module.recompile()
@@ -120,7 +123,9 @@ def _fake(mode: FakeTensorMode, value: torch.Tensor, dynamic: tuple[int, ...]) -
     return mode.from_tensor(value, symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes))
 
 
-def _keyword_root(model: nn.Module, names: list[str]) -> tuple[nn.Module, Callable[[], pytree.TreeSpec]]:
+def _keyword_root(
+    model: nn.Module, names: list[str], tracer: _SizedTracer
+) -> tuple[nn.Module, Callable[[], pytree.TreeSpec]]:
     """A module sharing `model`'s parameters, buffers and submodules whose forward takes exactly
     `names`, passes them to `model.forward` by keyword and returns the leaves of its output;
     and a function giving that output's structure once traced.
@@ -132,7 +137,11 @@ def _keyword_root(model: nn.Module, names: list[str]) -> tuple[nn.Module, Callab
     specs: list[pytree.TreeSpec] = []
 
     def leaves(output: Any) -> tuple[Any, ...]:
-        flat, spec = pytree.tree_flatten(output)
+        tracer.flattening_output = True
+        try:
+            flat, spec = pytree.tree_flatten(output)
+        finally:
+            tracer.flattening_output = False
         specs.append(spec)
         return tuple(flat)
 
@@ -170,6 +179,7 @@ class _SizedTracer(torch.fx.Tracer):
         self.values: dict[Node, Any] = {}
         self._evaluating = 0
         self._recording_check = False
+        self.flattening_output = False
 
     def proxy(self, node: Node) -> Proxy:
         return _SizedProxy(node, self)
@@ -247,7 +257,7 @@ class _SizedTracer(torch.fx.Tracer):
                 )
             return len(value)  # a symbolic batch becomes the example's (see above)
         result = convert(value)
-        if _symbolic(value):
+        if _symbolic(value) and not _same_above_one(value):
             self._check(proxy, result)
         return result
 
@@ -255,8 +265,8 @@ class _SizedTracer(torch.fx.Tracer):
         frame = innermost_model_frame(traceback.extract_stack())
         where = f" ({describe_frame(frame)})" if frame is not None else ""
         message = (
-            f"fxopt: the graph was traced where {measured.node.name} is {expected!r}{where}; it "
-            "cannot compute for inputs where it differs: trace the model on such inputs"
+            f"fxopt: the graph was traced where a test of the input sizes is {expected!r}{where}; "
+            "it cannot compute for inputs where it differs: trace the model on such inputs"
         )
         self._recording_check = True
         try:
@@ -279,11 +289,31 @@ def _symbolic(value: Any) -> bool:
     return isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)) and bool(free_symbols(value))
 
 
+def _same_above_one(value: Any) -> bool:
+    """Whether a truth value over sizes is the same for every size of 2 or more (`seq_len > 1`):
+    it differs only where a size is 0 or 1, which the graph takes as any other size, as a Dynamo
+    graph does (`sizes_of_one`), so it needs no check: sdpa_attention's `q_length > 1` would
+    otherwise refuse every one-token input, though its result does not change BERT's."""
+    if not isinstance(value, torch.SymBool):
+        return False
+    expr = value.node.expr
+    return bound_sympy(expr, {symbol: ValueRanges(2, int_oo) for symbol in expr.free_symbols}).is_singleton()
+
+
 class _SizedProxy(Proxy):
     """A proxy Python can read numbers from: `len`, `int`, `range(...)`, `float`, fixed
     attributes (`_FIXED_ATTRIBUTES`)."""
 
     tracer: _SizedTracer
+
+    @property  # type: ignore[misc]  # isinstance() reads __class__ when type() does not match
+    def __class__(self) -> type:
+        # While the output is flattened, a proxy passes for its value (a tensor, a size):
+        # pytree flatteners that look for tensors in an object's attributes (transformers'
+        # key/value cache classes) then take the proxies as its leaves.
+        if self.tracer.flattening_output:
+            return type(self.tracer.values[self.node])
+        return type(self)
 
     def __getattr__(self, name: str) -> Any:
         if name in _FIXED_ATTRIBUTES:

@@ -52,7 +52,7 @@ import dataclasses
 import inspect
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict, Union
 
 import torch
@@ -422,9 +422,11 @@ def _trace_dynamo(
         for dim in image_dims:
             torch._dynamo.mark_static(inputs[name], dim)
     register_cache_pytrees(model)
-    graph_module, copied = _dynamo_graph_of_stacks(model, inputs, dynamic, images) or (None, {})
-    if graph_module is None:
-        graph_module = _dynamo_graph(model, inputs, dynamic, images, [])
+
+    def dynamo_graph(stacks: list[repeated_layers.Stack]) -> GraphModule:
+        return _dynamo_graph(model, inputs, dynamic, images, stacks)
+
+    graph_module, copied = _graph_of_stacks(model, inputs, dynamo_graph) or (dynamo_graph([]), {})
     record_example_values(graph_module)
     dynamic_dims = _symbolic_dims(graph_module, inputs)
     notes = {name: IMAGE_SIZE_NOTE for name in images}
@@ -457,15 +459,14 @@ def _symbolic_dims(graph_module: GraphModule, inputs: dict[str, Any]) -> dict[st
 
 
 def _sized_first(model: nn.Module, names: list[str] | None, example: dict[str, Any] | None) -> bool:
-    """Whether auto tries the sized tracer: the model is in eval mode, has inputs to run on
-    (given, or invented for a transformers model), tensors and plain values only, and all its
-    tensor inputs are floating point (no token ids)."""
+    """Whether auto tries the sized tracer: the model is in eval mode and has inputs to run on
+    (given, or invented for a transformers model), tensors and plain values only, one tensor
+    at least."""
     if in_train_mode(model) or (example is None and not (names is not None and is_pretrained_model(model))):
         return False
     inputs = _export_inputs(model, names, example)
-    tensors = [value for value in inputs.values() if isinstance(value, torch.Tensor)]
     plain = all(_plain(value) for value in inputs.values())
-    return plain and bool(tensors) and all(value.is_floating_point() for value in tensors)
+    return plain and any(isinstance(value, torch.Tensor) for value in inputs.values())
 
 
 def _trace_sized(
@@ -487,10 +488,20 @@ def _trace_sized(
         )
     register_cache_pytrees(model)
     requested = _requested_dynamic_dims(inputs, dynamic)
-    graph_module = keeping_sizes_of_one(
-        lambda: trace_sized(model, inputs, requested), _sizes(inputs, requested)
-    )
-    if not repeated_layers.computes_model(graph_module, model, inputs):
+
+    def sized_graph(stacks: list[repeated_layers.Stack]) -> GraphModule:
+        traced = repeated_layers.shortened(model, stacks) if stacks else model
+        graph_module = keeping_sizes_of_one(
+            lambda: trace_sized(traced, inputs, requested), _sizes(inputs, requested)
+        )
+        # The model's whole module tree and state dict (fx's holds what its graph reads, with
+        # every buffer persistent), and the untraced layers for the copies to read.
+        restore_model_names(graph_module, model)
+        return graph_module
+
+    stacked = _graph_of_stacks(model, inputs, sized_graph)
+    graph_module, copied = stacked or (sized_graph([]), {})
+    if stacked is None and not repeated_layers.computes_model(graph_module, model, inputs):
         raise RuntimeError(
             "the sized graph does not give the model's outputs on the example inputs (Python "
             "state or randomness outside the recorded calls)"
@@ -505,7 +516,7 @@ def _trace_sized(
         fixed_sizes={},
         dynamic_failure=None,
         fallback_reason=None,
-        copied_layers={},
+        copied_layers=copied,
     )
     return graph_module
 
@@ -532,21 +543,24 @@ def _dynamo_graph(
     return graph_module
 
 
-def _dynamo_graph_of_stacks(
-    model: nn.Module, inputs: dict[str, Any], dynamic: Dynamic, static: dict[str, tuple[int, ...]]
+def _graph_of_stacks(
+    model: nn.Module,
+    inputs: dict[str, Any],
+    traced_graph: Callable[[list[repeated_layers.Stack]], GraphModule],
 ) -> tuple[GraphModule, dict[str, int]] | None:
-    """The graph traced with each stack of alike layers shortened and its other layers copied
-    (`repeated_layers`), with the number copied per stack; None where that does not apply or
-    does not give the model's own outputs: a model in train mode (dropout), layers that do not
-    trace alike, a model that cannot run shortened. Inputs other than tensors and plain values
-    (a key/value cache object) are never run through the check, which could change them."""
+    """`traced_graph(stacks)` (a tracer's graph of the model with `stacks` shortened) with each
+    stack's other layers copied (`repeated_layers`), and the number copied per stack; None where
+    that does not apply or does not give the model's own outputs: a model in train mode
+    (dropout), layers that do not trace alike, a model that cannot run shortened. Inputs other
+    than tensors and plain values (a key/value cache object) are never run through the check,
+    which could change them."""
     if in_train_mode(model) or not all(_plain(value) for value in inputs.values()):
         return None
     stacks = repeated_layers.find_stacks(model)
     if not stacks:
         return None
     try:
-        graph_module = _dynamo_graph(model, inputs, dynamic, static, stacks)
+        graph_module = traced_graph(stacks)
     except Exception:  # the model needs all its layers to run (it indexes them): traced whole
         return None
     if not repeated_layers.stamp_layers(graph_module, stacks):
