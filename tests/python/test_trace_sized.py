@@ -13,7 +13,7 @@ import transformers
 from torch import nn
 
 import fxopt
-from conftest import build_model, tiny_bert, token_inputs  # noqa: F401  (fixture)
+from conftest import build_model, cache_key, tiny_bert, tiny_gpt2_config, token_inputs  # noqa: F401  (fixture)
 from fxopt.tracing.trace import TraceError, TraceWarning
 
 
@@ -174,6 +174,24 @@ def test_auto_traces_token_models_sized_and_their_graph_takes_any_batch_and_leng
             torch.testing.assert_close(
                 gm(**x).last_hidden_state, tiny_bert(**x).last_hidden_state, rtol=0, atol=0
             )
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_causal_lm_traces_sized_with_its_cache_and_copies_layers_where_none_is_kept(use_cache: bool) -> None:
+    # Its key/value cache object holds every layer's values: those layers are traced, not
+    # copied (a copy's values would be missing from the cache), and the graph gives the cache.
+    model = build_model(transformers.GPT2LMHeadModel, tiny_gpt2_config(n_layer=4, use_cache=use_cache))
+    gm = fxopt.trace(model, example_inputs=token_inputs(2, 8), mode="sized")
+    assert gm.meta["fxopt_trace"]["copied_layers"] == ({} if use_cache else {"transformer.h": 2})
+    with torch.no_grad():
+        for batch, length in ((2, 8), (3, 5), (1, 1)):
+            x = token_inputs(batch, length)
+            ours, theirs = gm(**x), model(**x)
+            assert (cache_key(ours) in ours) == use_cache
+            if use_cache:
+                assert type(ours[cache_key(ours)]) is type(theirs[cache_key(theirs)])
+            leaves = zip(torch.utils._pytree.tree_leaves(ours), torch.utils._pytree.tree_leaves(theirs), strict=True)
+            assert all(torch.equal(a, b) for a, b in leaves)
 
 
 def test_optimize_runs_the_presets_on_a_sized_graph_and_reverse_restores_it() -> None:

@@ -152,8 +152,8 @@ class TraceInfo(TypedDict):
     """In auto mode, why the modes tried before this one failed ("symbolic: ...; dynamo: ...");
     else None."""
     copied_layers: dict[str, int]
-    """Dynamo: per stack of alike layers (its container's path), how many layers were copied
-    from a traced one instead of traced (`repeated_layers`); empty otherwise."""
+    """Sized and Dynamo: per stack of alike layers (its container's path), how many layers were
+    copied from a traced one instead of traced (`repeated_layers`); empty otherwise."""
 
 
 def trace(
