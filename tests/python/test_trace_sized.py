@@ -160,7 +160,12 @@ def test_auto_traces_token_models_sized_and_their_graph_takes_any_batch_and_leng
         gm = fxopt.trace(tiny_bert, example_inputs=inputs)
     info = gm.meta["fxopt_trace"]
     assert info["mode"] == "sized" and info["dynamic_dims"] == {"input_ids": [0, 1], "attention_mask": [0, 1]}
-    assert any(n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.Linear) for n in gm.graph.nodes)
+    linears = [n for n in gm.graph.nodes if n.op == "call_module" and isinstance(gm.get_submodule(n.target), nn.Linear)]
+    assert len(linears) == 2 * 6 + 1
+    for node in linears:  # values made, not computed: batch (and length) symbolic, features fixed
+        value, module = node.meta["val"], gm.get_submodule(node.target)
+        assert all(isinstance(size, torch.SymInt) for size in value.shape[:-1])
+        assert value.shape[-1] == module.out_features and value.dtype == torch.float32
     # The model's names: its state dict loads into the graph and back (fx's own GraphModule
     # would hold only what the graph reads, non-persistent buffers as persistent).
     assert list(gm.state_dict()) == list(tiny_bert.state_dict())
