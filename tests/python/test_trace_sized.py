@@ -199,6 +199,36 @@ def test_a_causal_lm_traces_sized_with_its_cache_and_copies_layers_where_none_is
             assert all(torch.equal(a, b) for a, b in leaves)
 
 
+class MakesAModule(nn.Module):
+    """Makes a module as it runs and computes with a fixed size: DistilBERT's `nn.ReLU()(x)`,
+    DeBERTa's `torch.tensor(q.size(-1))`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = torch.sqrt(torch.tensor(x.size(-1), dtype=torch.float))
+        return nn.ReLU()(self.fc(x)) / scale
+
+
+def test_a_module_made_in_forward_is_traced_through_and_a_fixed_size_is_a_number() -> None:
+    model = MakesAModule().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        gm = fxopt.trace(model, example_inputs=(torch.randn(3, 4),))
+    assert gm.meta["fxopt_trace"]["mode"] == "sized"
+    assert [n.target for n in gm.graph.find_nodes(op="call_module")] == ["fc"]
+    assert gm.graph.find_nodes(op="call_function", target=torch.nn.functional.relu)
+    # x.size(-1) is 4, not a read of it; the scale computed from it is a constant of the graph
+    # (the input check reads the sizes, whole).
+    assert all(len(n.args) == 1 for n in gm.graph.find_nodes(op="call_method", target="size"))
+    assert not gm.graph.find_nodes(op="call_function", target=torch.sqrt)
+    with torch.no_grad():
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
+
+
 def test_optimize_runs_the_presets_on_a_sized_graph_and_reverse_restores_it() -> None:
     model = mobilenet_v2()
     pixels = torch.randn(2, 3, 32, 32)

@@ -184,6 +184,16 @@ class _SizedTracer(torch.fx.Tracer):
     def proxy(self, node: Node) -> Proxy:
         return _SizedProxy(node, self)
 
+    def create_proxy(self, kind: str, target: Any, args: Any, kwargs: Any, *rest: Any, **named: Any) -> Any:
+        proxy = super().create_proxy(kind, target, args, kwargs, *rest, **named)
+        value = self.values.get(proxy.node)
+        if kind in ("call_method", "call_function") and target is not getattr and type(value) in (int, float, bool):
+            # A size no input of the graph can change (`x.size(-1)` of the hidden features) is
+            # the number itself, as Dynamo makes it: Python computes with it (DeBERTa's
+            # `torch.tensor(q.size(-1))`), and the read it came from is dead code.
+            return value
+        return proxy
+
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         # A parametrized module (weight_norm's) computes its weight in Python on every call:
         # traced through, as Dynamo does, so the graph holds torch.nn modules only.
@@ -213,9 +223,18 @@ class _SizedTracer(torch.fx.Tracer):
     def call_module(
         self, m: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if self._evaluating:
+        if self._evaluating or not self._installed(m):
+            # A module the forward makes as it runs (DistilBERT's `nn.ReLU()(x)`) is no
+            # submodule a graph could call: traced through, as Dynamo does.
             return forward(*args, **kwargs)
         return super().call_module(m, forward, args, kwargs)
+
+    def _installed(self, m: nn.Module) -> bool:
+        try:
+            self.path_of_module(m)
+        except NameError:
+            return False
+        return True
 
     def _evaluate(self, node: Node) -> Any:
         if node.op == "placeholder":
