@@ -229,6 +229,29 @@ def test_a_module_made_in_forward_is_traced_through_and_a_fixed_size_is_a_number
         torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
 
 
+class OnesOfItsSizes(nn.Module):
+    """BART's `torch.ones(batch_size, length)` on the input's (dynamic) sizes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length = x.shape[:2]
+        return x * torch.ones(batch, length, 1, device=x.device)
+
+
+def test_a_factory_function_of_dynamic_sizes_is_recorded_with_them() -> None:
+    model = OnesOfItsSizes().eval()
+    gm = fxopt.trace(model, example_inputs=(torch.randn(2, 3, 4),), mode="sized")
+    assert gm.meta["fxopt_trace"]["dynamic_dims"] == {"x": [0]}
+    (ones,) = gm.graph.find_nodes(op="call_function", target=torch.ones)
+    assert [isinstance(size, torch.SymInt) for size in ones.meta["val"].shape] == [True, False, False]
+    x = torch.randn(5, 3, 4)
+    torch.testing.assert_close(gm(x), model(x), rtol=0, atol=0)
+    assert torch.ones(2, 3).shape == (2, 3)  # torch's own function again after the trace
+    # Its code registers no wrapped name (fx's `wrap("torch.ones")` broke every later trace).
+    gm.recompile()
+    assert "wrap(" not in gm.code
+    torch.fx.symbolic_trace(nn.Linear(2, 2))
+
+
 def test_optimize_runs_the_presets_on_a_sized_graph_and_reverse_restores_it() -> None:
     model = mobilenet_v2()
     pixels = torch.randn(2, 3, 32, 32)

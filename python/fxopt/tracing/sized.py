@@ -83,6 +83,12 @@ that reason about symbolic sizes: 0.34 s for MobileNetV2's 35 ReLU6 and 0.27 s f
 BatchNorms, two thirds of its 0.91 s trace (Zen 4 core)."""
 
 
+_FACTORIES = (torch.ones, torch.zeros, torch.empty, torch.full, torch.rand, torch.randn)
+"""Functions whose sizes torch's argument parser takes as plain ints only: given a proxy
+(BART's `torch.ones(batch_size, length)` on symbolic sizes) they raise instead of dispatching
+to it, so while tracing, a call with a proxy among its arguments is recorded as it is."""
+
+
 class ValueDependentError(TraceError):
     """The model's Python needs a number or truth value computed from tensor data."""
 
@@ -105,6 +111,12 @@ def trace_sized(
     tracer = _SizedTracer(mode, fake_inputs)
     root, output_spec = _keyword_root(model, list(inputs), tracer)
     graph = tracer.trace(root)
+    for node in graph.nodes:
+        if node.target in _FACTORIES:
+            # fx marks an autowrapped call so its code registers the name again when run
+            # (`wrap("torch.ones")`), and every later symbolic trace then looks for a global
+            # named `torch.ones`: the call needs no such registration, it is torch's function.
+            node.meta.pop("is_wrapped", None)
     _record_values(graph, tracer)
     # Like a Dynamo graph: the output node holds the tensors, the code rebuilds the model's
     # output type (a ModelOutput) from them.
@@ -170,7 +182,10 @@ class _SizedTracer(torch.fx.Tracer):
     """fx's tracer whose proxies carry their fake values (`values`), so Python can read them."""
 
     def __init__(self, mode: FakeTensorMode, inputs: dict[str, Any]) -> None:
-        super().__init__()
+        super().__init__(autowrap_functions=_FACTORIES)
+        # fx wraps those where it finds them: in the traced code's globals and in the modules
+        # searched; models call them as attributes of torch.
+        self._autowrap_search.append(torch)
         # Buffers (BERT's position_ids) become graph reads: a real buffer meeting a proxy size
         # in `buffer.expand(batch, seq)` would otherwise see the proxy as a number.
         self.proxy_buffer_attributes = True
