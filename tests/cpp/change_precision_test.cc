@@ -15,6 +15,13 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
   PassResult apply(bool reverse = false) {
     return run_pass(ChangePrecision("float16", Opaque{7}), program, edits, ops, kSig, reverse);
   }
+  // float16, with float32 results cast back through dtype object 9.
+  ChangePrecision lowering_cast_back() {
+    program.dtype_opaques[9] = "float32";
+    Dict back;
+    back.set("float32", Opaque{9});
+    return ChangePrecision("float16", Opaque{7}, back);
+  }
   size_t casts() const {
     size_t n = 0;
     for (const Node* node : program.graph) n += node->name().starts_with("to");
@@ -38,12 +45,9 @@ class ChangePrecisionTest : public ::testing::Test, protected testing::NormFixtu
     Node* result = output_only ? int8 : b.call("relu", "aten.relu.default", {int8});
     b.output(result);
     for (Node* n : {x, fc, int8, result}) program.graph.set_value_info(n, "float32", {4, 4});
-    program.dtype_opaques[9] = "float32";
     auto graph_before = structure();
 
-    Dict back;
-    back.set("float32", Opaque{9});
-    ChangePrecision pass("float16", Opaque{7}, back);
+    ChangePrecision pass = lowering_cast_back();
     run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
     EXPECT_EQ(scale->target().str(), "q.scale");  // not lowered
     EXPECT_EQ(bias->target().str(), "q.bias");
@@ -141,14 +145,10 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   b.output(Tuple{{mm, ids}});
   for (Node* n : {x, fc, relu, mask, mm}) program.graph.set_value_info(n, "float32", {4, 4});
   program.graph.set_value_info(ids, "int64", {4, 4});
-  program.dtype_opaques[9] = "float32";
   program.dtype_opaques[7] = "float16";
   auto graph_before = structure();
 
-  Dict back;
-  back.set("float32", Opaque{9});
-  PassResult forward = run_pass(ChangePrecision("float16", Opaque{7}, back), program, edits, ops,
-                                kSig, /*reverse=*/false);
+  PassResult forward = run_pass(lowering_cast_back(), program, edits, ops, kSig, /*reverse=*/false);
   EXPECT_EQ(forward.changed, (std::vector<std::string>{"to", "fc_weight", "to_1", "to_2"}));
   EXPECT_EQ(w->target().str(), "fc.weight_float16");
   EXPECT_EQ(program.attributes.at("fc.weight_float16").dtype, "float16");
@@ -160,8 +160,7 @@ TEST_F(ChangePrecisionTest, KnownDtypesLowerTheWholeGraph) {
   EXPECT_EQ(outputs.as<Tuple>().items[1], Arg(ids));  // not a float: untouched
   EXPECT_TRUE(program.graph.lint().empty());
 
-  PassResult backward = run_pass(ChangePrecision("float16", Opaque{7}, back), program, edits, ops,
-                                 kSig, /*reverse=*/true);
+  PassResult backward = run_pass(lowering_cast_back(), program, edits, ops, kSig, /*reverse=*/true);
   EXPECT_EQ(backward.changed, (std::vector<std::string>{"fc_weight"}));  // erased casts: not listed
   EXPECT_EQ(structure(), graph_before);
   EXPECT_FALSE(program.attributes.contains("fc.weight_float16"));
@@ -178,12 +177,9 @@ TEST_F(ChangePrecisionTest, AModuleReadingIntegersGivesALoweredResultCastBack) {
   b.output(Tuple{{relu}});
   program.graph.set_value_info(ids, "int64", {4, 4});
   for (Node* n : {embed, relu}) program.graph.set_value_info(n, "float32", {4, 4});
-  program.dtype_opaques[9] = "float32";
   auto graph_before = structure();
 
-  Dict back;
-  back.set("float32", Opaque{9});
-  ChangePrecision pass("float16", Opaque{7}, back);
+  ChangePrecision pass = lowering_cast_back();
   PassResult forward = run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
   EXPECT_EQ(embed->target().str(), "embed_float16");
   EXPECT_EQ(embed->args(), (Args{ids}));  // the ids are not cast
@@ -207,11 +203,8 @@ TEST_F(ChangePrecisionTest, TheSameWholeGraphLoweringAgainLeavesTheGraph) {
   Node* fc = b.call("linear", "aten.linear.default", {x, b.attr("fc_weight", "fc.weight")});
   b.output(fc);
   for (Node* n : {x, fc}) program.graph.set_value_info(n, "float32", {4, 4});
-  program.dtype_opaques[9] = "float32";
   auto graph_before = structure();
-  Dict back;
-  back.set("float32", Opaque{9});
-  ChangePrecision pass("float16", Opaque{7}, back);
+  ChangePrecision pass = lowering_cast_back();
   run_pass(pass, program, edits, ops, kSig, /*reverse=*/false);
   auto lowered = structure();
 

@@ -247,3 +247,4 @@ def test_the_traced_copy_shortens_the_stack_and_leaves_the_model_alone() -> None
     assert list(short.blocks) == layers[:2]
     assert list(model.blocks) == layers
     assert short.stem is model.stem and short.blocks[1] is layers[1]
+    assert repeated_layers.shortened(model, []) is model  # nothing to shorten: nothing copied

@@ -134,7 +134,9 @@ def shortened(model: nn.Module, stacks: list[Stack]) -> nn.Module:
     """A shallow copy of `model` in which each stack's container holds its layers up to the
     second of the run (the model's forward iterates what the container holds). Only the modules
     on the paths to the containers are copied, sharing every tensor and setting; the model
-    itself is left alone, as another thread may be running it."""
+    itself is left alone, as another thread may be running it. No stacks: the model itself."""
+    if not stacks:
+        return model
     copies = {"": _shallow_copy(model)}
     for stack in stacks:
         parts = stack.path.split(".") if stack.path else []

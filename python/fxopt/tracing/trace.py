@@ -490,7 +490,7 @@ def _trace_sized(
     requested = _requested_dynamic_dims(inputs, dynamic)
 
     def sized_graph(stacks: list[repeated_layers.Stack]) -> GraphModule:
-        traced = repeated_layers.shortened(model, stacks) if stacks else model
+        traced = repeated_layers.shortened(model, stacks)
         graph_module = keeping_sizes_of_one(
             lambda: trace_sized(traced, inputs, requested), _sizes(inputs, requested)
         )
@@ -531,7 +531,7 @@ def _dynamo_graph(
     """`torch._dynamo.export`'s graph of `model` with the model's names, `stacks` shortened to
     their first two alike layers (`repeated_layers.shortened`), dimensions of size one kept
     dynamic where they may be (`sizes_of_one`; `static`: dimensions marked static)."""
-    traced = repeated_layers.shortened(model, stacks) if stacks else model
+    traced = repeated_layers.shortened(model, stacks)
     export = torch._dynamo.export(traced, assume_static_by_default=not dynamic)
     with shape_guards_unbuilt(), tensors_uncopied():
         if dynamic:
