@@ -22,11 +22,11 @@ Four tracers produce the three graph dialects fxopt's passes understand:
 * ``"export"``: `torch.export.export(strict=False)` then `.module()`. ATen-level `call_function`
   nodes with weights as `get_attr`; traces through data-dependent Python by running it on
   example inputs, which fxopt invents for transformers models (`dummy_inputs`).
-* ``"auto"``: symbolic, then sized (for models whose inputs are all floating point: images,
-  audio, features), then dynamo, then export, with one `TraceWarning` naming the mode used and
-  why the earlier ones failed. Models that take token ids go from symbolic to Dynamo, whose
-  copying of alike layers (`repeated_layers`) traces a transformer's stack as quickly and whose
-  graphs are the ones fxopt's generation and key/value cache paths are built on.
+* ``"auto"``: symbolic, then sized (for models in eval mode whose inputs are tensors and plain
+  values: a key/value cache object or train mode goes on to Dynamo, as the sized graph's check
+  runs the model), then dynamo, then export, with one `TraceWarning` naming the mode used and
+  why the earlier ones failed. Sized and Dynamo both trace a stack of alike layers two deep and
+  copy the rest (`repeated_layers`).
 
 Example inputs are traced as contiguous copies, so no tracer records a guard on the caller's
 memory layout (a sliced `ids[:, :7]` would otherwise make the graph refuse contiguous ids).
@@ -175,8 +175,8 @@ def trace(
         example_inputs: inputs dynamo / export run the model on: one tensor, a tuple of
             positional arguments or a dict of keyword arguments. Invented from the config for
             transformers models when omitted; required to trace any other model that way.
-        mode: "symbolic", "sized", "dynamo", "export" or "auto" (symbolic, then sized where
-            every input is floating point, then dynamo, then export).
+        mode: "symbolic", "sized", "dynamo", "export" or "auto" (symbolic, then sized for a
+            model in eval mode on tensors and plain values, then dynamo, then export).
         dynamic: sized, dynamo and export: which dimensions accept other sizes than the example's.
             True: batch and sequence (export), every dimension the model does not fix (dynamo),
             but for an image's height and width, which stay the example's: tracing them
