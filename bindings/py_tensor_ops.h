@@ -49,6 +49,9 @@ class PyTensorOps final : public TensorOps {
   TensorInfo transpose(const TensorInfo& a, int64_t dim0, int64_t dim1) override {
     return call("transpose", a, dim0, dim1);
   }
+  TensorInfo transposed_view(const TensorInfo& a, int64_t dim0, int64_t dim1) override {
+    return call("transposed_view", a, dim0, dim1);
+  }
   TensorInfo cast(const TensorInfo& a, const std::string& dtype) override {
     return call("cast", a, dtype);
   }

@@ -11,7 +11,7 @@ namespace fxopt {
 namespace {
 
 // The record: the product's nodes, captured; the values they read besides the input; the weight
-// attribute the Linear reads; the transposed copy of it the pass stored, if any.
+// attribute the Linear reads; the transposed view of it the pass stored, if any.
 constexpr RecordKey<Arg> kNodes{"nodes"};
 constexpr RecordKey<std::vector<Node*>> kOutside{"outside"};
 constexpr RecordKey<std::string> kWeight{"weight"};
@@ -98,7 +98,7 @@ void RecognizeLinears::rewrite(PassContext& ctx, Node* node) const {
   std::optional<std::string> created;
   if (!view->transpose) {
     TensorInfo transposed =
-        stored_like(ctx.tensors.transpose(view->stored_weight, 0, 1), view->stored_weight);
+        stored_like(ctx.tensors.transposed_view(view->stored_weight, 0, 1), view->stored_weight);
     std::string path = rewriter.unique_path(view->weight_read->target().str() + "_t");
     rewriter.set_attribute(path, transposed);
     weight = rewriter.insert_before(result, NodeKind::GetAttr, Symbol::intern(path), path, {});

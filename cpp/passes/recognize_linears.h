@@ -5,7 +5,7 @@
 //   GPT-2's Conv1D (torch.export):              after:
 //     %v = view(%x, [-1, 768])                    %y = aten.linear(%x, %w_t, %b)
 //     %a = addmm(%b, %v, %w)      w: [in, out]     %w_t = get_attr[h.0.attn.c_attn.weight_t]
-//     %y = view(%a, [B, S, 2304])                       (w transposed once, [out, in])
+//     %y = view(%a, [B, S, 2304])                       (w viewed transposed, [out, in])
 //
 //   a user's x @ W.t() + b (symbolic_trace):    after:
 //     %t = W.t()                                  %y = torch._C._nn.linear(%x, %W, %b)
@@ -15,9 +15,10 @@
 // Forms (ops/decomposed_linear.h): addmm(b, x, Wt), mm(x, Wt) [+ b], matmul(x, Wt) [+ b], with
 // Wt a stored [in, out] tensor or a stored [out, in] W transposed (t, T, transpose, permute), in
 // every dialect. ATen graphs get aten.linear.default, the others torch._C._nn.linear (F.linear).
-// A stored [in, out] weight is transposed once through TensorOps and stored copy-on-write as a
-// new attribute `<weight path>_t` (parameter-ness and requires_grad copied); the original stays
-// registered, untouched, for reverse (so state_dict holds both until reversed).
+// A stored [in, out] weight is read through a new attribute `<weight path>_t` (parameter-ness
+// and requires_grad copied), its transposed view (TensorOps::transposed_view): the original
+// stays registered, untouched, for reverse, and holds the values both read, so the model's
+// memory does not grow and a state dict loaded later reaches the Linear too.
 // The flatten / unflatten views around an addmm or mm (Conv1D's x.view(-1, in) and
 // .view(*x.shape[:-1], out)) go away too when the recorded shapes prove they only flatten and
 // restore the leading dimensions: x's last size is in, the flatten keeps it, and the unflatten's
@@ -30,7 +31,7 @@
 // layout), so expect float rounding differences (~1e-7 relative in float32), not equality.
 // Reverse rebuilds the captured nodes (rewrite/capture.h) under their old names where free,
 // reading the original, untouched weight, so outputs and parameters come back bit for bit;
-// the transposed copy is removed. Nodes outside the match that the captured ones read (the
+// the transposed view is removed. Nodes outside the match that the captured ones read (the
 // sizes of an unflatten, say) are found again by name.
 // Not a speed lever by itself (addmm and linear call the same GEMM); it is what lets the Linear
 // passes see GPT-2 at all.

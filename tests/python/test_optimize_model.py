@@ -272,10 +272,10 @@ def graph_tensors(forward: OptimizedForward, key: tuple[int, torch.dtype, bool, 
 
 @pytest.mark.parametrize("preset", ["default", "decode"])
 def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The float32 weights a pass replaced (by transposed, int8 or bfloat16 copies) are not kept:
-    these graphs are never reversed. And a copy both size classes' graphs made (GPT-2's
-    transposed Conv1D weight) is one tensor, made once: GPT-2 held 1.0 GB of new tensors under
-    `decode`, 0.35 GB now."""
+    """The float32 weights a pass replaced (by int8 or bfloat16 copies) are not kept: these
+    graphs are never reversed. And the view every size class's graph reads a weight through
+    (GPT-2's transposed Conv1D weight) is one tensor, on the Conv1D's storage: GPT-2 held 1.0 GB
+    of new tensors under `decode` when each class copied its transposes."""
     from conftest import tiny_gpt2_config
 
     from fxopt.engine.tensor_ops import TorchTensorOps
@@ -286,15 +286,17 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str, monk
     expected = greedy(model, prompt)
     with torch.no_grad():
         reference = model(prompt).logits
-    transposes: list[torch.Tensor] = []
-    transpose = TorchTensorOps.transpose
+    views: list[torch.Tensor] = []
+    view = TorchTensorOps.transposed_view
     monkeypatch.setattr(
-        TorchTensorOps, "transpose", lambda self, *args: transposes.append(transpose(self, *args)) or transposes[-1]
+        TorchTensorOps, "transposed_view", lambda self, *args: views.append(view(self, *args)) or views[-1]
     )
     fxopt.optimize_model(model, preset, calibration=prompt)
     conv1d = [m for m in model.modules() if type(m).__name__ == "Conv1D"]
-    # Each class (prompt, steps, many rows) transposed every Conv1D weight, into one tensor.
-    assert len(transposes) == 3 * len(conv1d) and len({id(t) for t in transposes}) == len(conv1d)
+    # Each class (prompt, steps, many rows) viewed every Conv1D weight transposed: one view each.
+    assert len(views) == 3 * len(conv1d) and len({id(t) for t in views}) == len(conv1d)
+    storages = {m.weight.untyped_storage().data_ptr() for m in conv1d}
+    assert {t.untyped_storage().data_ptr() for t in views} == storages
     forward = model.transformer.h[0].mlp.forward
     assert isinstance(forward, OptimizedForward)
     # The prompt's class and the steps' (the many-rows class is the prompt's preset again).
@@ -306,7 +308,7 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str, monk
         assert set(tensors) == read, (set(tensors) ^ read, code)
     own = {id(p) for p in model.parameters()}
     made = [{id(t) for t in tensors.values() if id(t) not in own} for tensors in held.values()]
-    if preset == "default":  # both graphs read the same transposed float32 weights: one copy
+    if preset == "default":  # both graphs read the same transposed float32 weights: one view
         assert made[0] and made[0] == made[1]
     else:  # bfloat16 for prompts, int8 for steps: nothing float32 of the passes' is left
         assert not made[0] & made[1]
@@ -319,20 +321,23 @@ def test_graphs_keep_only_the_tensors_they_read_once_per_block(preset: str, monk
         assert torch.equal(greedy(model, prompt), expected)
 
 
-def test_a_transpose_is_reused_only_for_the_same_unchanged_tensor() -> None:
+def test_a_transposed_view_is_reused_only_for_the_same_tensor() -> None:
+    """A transposed view shares its tensor's storage, so an in-place update reaches it; within
+    views_reused, viewing the same tensor again gives the same view (one oneDNN packing)."""
     from fxopt.engine import tensor_ops
 
     ops, weight, other = tensor_ops.TorchTensorOps(), torch.randn(4, 6), torch.randn(4, 6)
-    assert ops.transpose(weight, 0, 1) is not ops.transpose(weight, 0, 1)  # outside the context
-    with tensor_ops.transposes_reused():
-        first = ops.transpose(weight, 0, 1)
-        assert ops.transpose(weight, 0, 1) is first and first.is_contiguous()
-        assert ops.transpose(other, 0, 1) is not first
+    assert ops.transposed_view(weight, 0, 1) is not ops.transposed_view(weight, 0, 1)  # outside
+    with tensor_ops.views_reused():
+        first = ops.transposed_view(weight, 0, 1)
+        assert ops.transposed_view(weight, 0, 1) is first and ops.transposed_view(other, 0, 1) is not first
+        assert first.untyped_storage().data_ptr() == weight.untyped_storage().data_ptr()
         with torch.no_grad():
-            weight.mul_(2)  # a new version: transposed again
-        again = ops.transpose(weight, 0, 1)
-        assert again is not first and torch.equal(again, weight.t())
-    assert tensor_ops._transposed is None
+            weight.mul_(2)
+        assert ops.transposed_view(weight, 0, 1) is first and torch.equal(first, weight.t())
+    assert tensor_ops._views is None
+    copied = ops.transpose(weight, 0, 1)  # the copy passes compute new values from
+    assert copied.is_contiguous() and copied.untyped_storage().data_ptr() != weight.untyped_storage().data_ptr()
 
 
 def test_decoding_attention_kernel_matches_sdpa() -> None:

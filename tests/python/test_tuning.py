@@ -145,20 +145,24 @@ class _HeadedStack(torch.nn.Module):
         return [torch.tanh(head(first)) for head in self.heads]
 
 
+@pytest.mark.parametrize("mode", ["dynamo", "sized"])
 @pytest.mark.parametrize("heads", [1, 16])
-def test_a_linear_doing_a_negligible_share_of_the_work_is_not_timed(measuring, monkeypatch, heads: int):
+def test_a_linear_doing_a_negligible_share_of_the_work_is_not_timed(measuring, monkeypatch, heads: int, mode: str):
     """One pooler-like head (0.3% of the work) keeps its op, untimed; sixteen alike heads are
-    one query doing 5% together, so it is timed for all of them."""
+    one query doing 5% together, so it is timed for all of them. The work is counted whether
+    the graph calls its Linears as functions (Dynamo) or as modules (the sized tracer)."""
     needs_onednn()
     timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.4})
     model = _HeadedStack(heads).eval()
     x = torch.randn(1, 512, 256)
-    gm = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    gm = fxopt.trace(model, example_inputs=(x,), mode=mode)
     expected = gm(x)
     pass_ = FuseLinearActivationOneDnn()
     out = compose(pass_, inplace=False)(gm)
     # The heads read the first token's 2-D slice; the layers, every token.
-    heads_read = {n.name for n in gm.graph.nodes if "linear" in str(n.target) and n.args[0].meta["val"].dim() == 2}
+    linears = [n for n in gm.graph.nodes if n.op == "call_module" or "linear" in str(n.target)]
+    assert len(linears) == 8 + heads
+    heads_read = {n.name for n in linears if n.args[0].meta["val"].dim() == 2}
     head_choices = [c for c in pass_.report.choices if c.node in heads_read]
     body = [c for c in pass_.report.choices if c.node not in heads_read]
     assert len(pass_.report.choices) == 8 + heads and len(head_choices) == heads

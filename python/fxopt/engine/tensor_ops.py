@@ -3,9 +3,11 @@
 The engine hands these methods tensors (it looks its handles up in the session's
 ``_core.TensorTable``) and registers what they return, so this is tensor arithmetic only. Every
 operation runs on its inputs' own device and dtype and returns a new contiguous tensor, so
-results never alias the caller's parameters. The engine calls them only while a pass runs, and
-:meth:`fxopt.engine.bridge.Bridge.run` turns autograd off around the whole pass: once per pass,
-not once per call, which cost more than the small tensor operations themselves.
+results never alias the caller's parameters; but `transposed_view`, whose result is meant to
+(a weight read the other way round while the original stays in the model). The engine calls
+them only while a pass runs, and :meth:`fxopt.engine.bridge.Bridge.run` turns autograd off
+around the whole pass: once per pass, not once per call, which cost more than the small tensor
+operations themselves.
 """
 
 from __future__ import annotations
@@ -27,28 +29,28 @@ _QUANTIZE_BLOCK = 1 << 16
 """Elements quantize_rows_int8 divides and rounds at a time (256 KB of float32: an L2's share)."""
 
 
-_transposed: dict[tuple[int, int, int], tuple[torch.Tensor, int, torch.Tensor]] | None = None
-"""While transposes_reused is open: per (id of a tensor, dims), the tensor, its version and its
-transpose."""
+_views: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] | None = None
+"""While views_reused is open: per (id of a tensor, dims), the tensor and its transposed view."""
 
 
 @contextlib.contextmanager
-def transposes_reused() -> Iterator[None]:
-    """Within: a transpose of a tensor transposed before, unchanged since, is the same tensor.
+def views_reused() -> Iterator[None]:
+    """Within: a transposed view of a tensor viewed so before is the same view object.
 
     optimize_model prepares a block's graphs for several input sizes in a row, and each
-    preparation's passes transpose the same weights (GPT-2's Conv1D as Linears): a float32 copy
-    of every weight made twice, most often into memory the process had not touched yet.
+    preparation's passes view the same weights transposed (GPT-2's Conv1D as Linears). The
+    runtime keeps a weight packed for oneDNN by the identity of the tensor the graph reads
+    (runtime/packing.py): one view, one packed copy for every graph of the block.
     """
-    global _transposed
-    if _transposed is not None:
+    global _views
+    if _views is not None:
         yield
         return
-    _transposed = {}
+    _views = {}
     try:
         yield
     finally:
-        _transposed = None
+        _views = None
 
 
 def _own(tensor: torch.Tensor) -> torch.Tensor:
@@ -87,14 +89,16 @@ class TorchTensorOps:
         return _own(a.reshape(shape).clone())
 
     def transpose(self, a: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
-        if _transposed is None or a.is_inference():  # an inference tensor has no version
-            return _own(a.transpose(dim0, dim1))
+        return _own(a.transpose(dim0, dim1))
+
+    def transposed_view(self, a: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
+        if _views is None:
+            return a.detach().transpose(dim0, dim1)
         key = (id(a), dim0, dim1)
-        made = _transposed.get(key)
-        if made is not None and made[0] is a and made[1] == a._version:
-            return made[2]
-        result = _transposed[key] = (a, a._version, _own(a.transpose(dim0, dim1)))
-        return result[2]
+        made = _views.get(key)
+        if made is None or made[0] is not a:
+            made = _views[key] = (a, a.detach().transpose(dim0, dim1))
+        return made[1]
 
     def cast(self, a: torch.Tensor, dtype: str) -> torch.Tensor:
         # A copy in the source's layout: a channels-last weight stays channels-last.

@@ -141,7 +141,7 @@ class OptimizedForward(InstalledForward):
         key = _size_class(inputs[0])
         run = self.graphs.get(key)
         if run is None:
-            with tensor_ops.transposes_reused():
+            with tensor_ops.views_reused():
                 run = self._prepare_classes(key, inputs)
         return run
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import torch
+from torch import nn
 
 from .kernels import LINEAR_OPS
 
@@ -43,11 +44,14 @@ def query_work(op: str, shape: Sequence[int]) -> tuple[int, int] | None:
 
 class GraphWork:
     """The work of a graph's Linears, matrix products, convolutions and attention at the sizes
-    it was traced at (fx's recorded values); ops whose sizes were not recorded count nothing, so
-    the total errs low and a query's share high (timed rather than not)."""
+    it was traced at (fx's recorded values), whether called as functions or as modules (the
+    sized and symbolic tracers keep `nn.Linear` and `nn.Conv2d` as `call_module` nodes); ops
+    whose sizes were not recorded count nothing, so the total errs low and a query's share high
+    (timed rather than not)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         ops = [_node_work(node) for node in gm.graph.nodes if node.op == "call_function"]
+        ops += [_module_work(gm, node) for node in gm.graph.nodes if node.op == "call_module"]
         self.total = sum(macs + BYTES_TO_MACS * weight_bytes for macs, weight_bytes in ops)
         self.by_macs = Counter(macs for macs, _ in ops if macs)
 
@@ -80,6 +84,17 @@ def _node_work(node: torch.fx.Node) -> tuple[int, int]:
         weight = inputs[1] if "linear" in name else None
         return math.prod(out) * x[-1], 4 * math.prod(weight) if weight else 0
     return 0, 0
+
+
+def _module_work(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[int, int]:
+    """A Linear or convolution module's multiply-adds and weight bytes at its recorded sizes."""
+    module = gm.get_submodule(str(node.target))
+    out = _sizes(node)
+    if out is None or not isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)):
+        return 0, 0
+    weight = module.weight.shape
+    per_output = weight[1] if isinstance(module, nn.Linear) else math.prod(weight[1:])
+    return math.prod(out) * per_output, 4 * math.prod(weight)
 
 
 def _sizes(node: torch.fx.Node) -> list[int] | None:
