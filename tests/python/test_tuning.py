@@ -531,6 +531,16 @@ def test_calls_too_long_for_the_rounds_are_timed_in_fewer_rounds(monkeypatch):
     assert calls["long"] == 1 + measure.MIN_ROUNDS  # warm-up, then one call per round
 
 
+def test_a_verdict_is_clear_once_the_others_are_apart_or_near_the_leader() -> None:
+    """Rounds overlapping the leader's leave the verdict open unless the other candidate's
+    fastest is within NEAR of the leader's: picking either then costs less than that."""
+    near = 1 + measure.NEAR / 2
+    assert measure._decided({"a": [1.0, 1.2], "b": [1.3, 1.4]})  # apart
+    assert not measure._decided({"a": [1.0, 1.2], "b": [1.1, 1.4]})  # overlapping
+    assert measure._decided({"a": [1.0, 1.2], "b": [near, 1.4], "c": [2.0, 2.1]})
+    assert not measure._decided({"a": [1.0, 1.2], "b": [near, 1.4], "c": [1.1, 2.1]})
+
+
 def test_rounds_stop_once_the_fastest_candidate_is_clear(monkeypatch):
     """After MIN_ROUNDS, a candidate whose slowest round beat every other's fastest wins: more
     rounds could not change the verdict (most of a CNN's choices)."""
