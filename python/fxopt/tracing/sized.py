@@ -104,6 +104,11 @@ def trace_sized(
         shape_env=ShapeEnv(specialize_zero_one=False, duck_shape=False),
         allow_non_fake_inputs=True,
     )
+    # Without fake tensors' dispatch cache: a trace runs each op on each layer's shapes once or
+    # twice, and an entry for a result of symbolic sizes costs more to make and to read back
+    # than the op's own fake run (first trace of GPT-2 1.0 -> 0.65 s, ResNet-50 0.8 -> 0.4 s on
+    # a Zen 4 core; Dynamo's traces, which run under AOT's reuse of it, gain nothing).
+    mode.cache_enabled = False
     fake_inputs = {
         name: _fake(mode, value, dynamic_dims.get(name, ())) if isinstance(value, torch.Tensor) else value
         for name, value in inputs.items()
