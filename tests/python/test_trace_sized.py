@@ -199,6 +199,27 @@ def test_a_causal_lm_traces_sized_with_its_cache_and_copies_layers_where_none_is
             assert all(torch.equal(a, b) for a, b in leaves)
 
 
+def test_a_sliding_window_cache_keeps_its_length_symbolic() -> None:
+    """Mistral's cache layers keep how many tokens they have seen, a size of the input: the graph
+    returns it (transformers' flattener asks the size whether it is a constant), and at another
+    length the cache is the model's, that count included."""
+    config = transformers.MistralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=4, max_position_embeddings=64,
+    )  # fmt: skip
+    model = build_model(transformers.MistralModel, config)
+    gm = fxopt.trace(model, example_inputs=token_inputs(2, 8, vocab_size=64))
+    assert gm.meta["fxopt_trace"]["mode"] == "sized"
+    with torch.no_grad():
+        for batch, length in ((2, 8), (1, 3), (3, 11)):
+            x = token_inputs(batch, length, vocab_size=64)
+            ours, theirs = gm(**x), model(**x)
+            flat, spec = torch.utils._pytree.tree_flatten(ours)
+            their_flat, their_spec = torch.utils._pytree.tree_flatten(theirs)
+            assert spec == their_spec  # the seen-token counts, constants of the flattened spec
+            assert all(torch.equal(a, b) for a, b in zip(flat, their_flat, strict=True))
+
+
 class MakesAModule(nn.Module):
     """Makes a module as it runs and computes with a fixed size: DistilBERT's `nn.ReLU()(x)`,
     DeBERTa's `torch.tensor(q.size(-1))`."""

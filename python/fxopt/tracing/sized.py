@@ -356,12 +356,24 @@ class _SizedProxy(Proxy):
         # pytree flatteners that look for tensors in an object's attributes (transformers'
         # key/value cache classes) then take the proxies as its leaves.
         if self.tracer.flattening_output:
-            return type(self.tracer.values[self.node])
+            return type(self.tracer.values[self._fx_node])
         return type(self)
+
+    @property  # type: ignore[override]
+    def node(self) -> Any:
+        # A size passing for its value gives its value's symbolic node as well: transformers'
+        # flattener asks a size in a cache (a sliding window's length) whether it is a constant
+        # through `size.node.maybe_as_int()` (Mistral, Gemma2).
+        value = self.tracer.values.get(self._fx_node) if self.tracer.flattening_output else None
+        return value.node if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) else self._fx_node
+
+    @node.setter
+    def node(self, node: Node) -> None:
+        self._fx_node = node
 
     def __getattr__(self, name: str) -> Any:
         if name in _FIXED_ATTRIBUTES:
-            return getattr(self.tracer.values[self.node], name)
+            return getattr(self.tracer.values[self._fx_node], name)
         return _SizedAttribute(self, name)
 
     def __len__(self) -> int:
