@@ -558,3 +558,24 @@ def test_rounds_stop_once_the_fastest_candidate_is_clear(monkeypatch):
     assert times["fast"] < times["slow"]
     assert calls["slow"] == 1 + measure.MIN_ROUNDS  # warm-up, then one call a round (the first sized it)
     assert calls["fast"] == 2 + measure.MIN_ROUNDS * measure.MAX_CALLS
+
+
+def test_the_candidates_of_one_query_share_its_operands_until_it_is_timed(measuring, monkeypatch):
+    """Each candidate of a query is built on the same drawn operands (one weight, packed once by
+    oneDNN for both of its candidates); once the query is timed they are let go, so a graph's
+    tuning keeps no operand alive."""
+    needs_onednn()
+    problem = kernels.Problem("linear", (16, 64, 96), "float32", "gelu")
+    aten, onednn = (kernels.kernel("linear", name).build(problem) for name in ("aten", "onednn_fused"))
+    assert aten.weights[0] is onednn.weights[0]
+    torch.testing.assert_close(onednn(), aten(), rtol=1e-4, atol=1e-5)  # the same product of the same operands
+    kernels.operands_released()
+    assert kernels.kernel("linear", "aten").build(problem).weights[0] is not aten.weights[0]
+
+    timed = fake_timings(monkeypatch, {"aten": 1.0, "onednn": 0.5, "onednn_fused": 0.4})
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval()
+    x = torch.randn(4, 16, 64)
+    gm = fxopt.trace(model, example_inputs=(x,), mode="dynamo")
+    out = compose(FuseLinearActivationOneDnn(), inplace=False)(gm)
+    assert timed and onednn_calls(out) == 1
+    assert kernels._linear_operands.cache_info().currsize == 0

@@ -192,12 +192,15 @@ class GraphChoices:
     def _measure(self, problem: kernels.Problem, names: list[str], streamed: bool) -> dict[str, object]:
         start = time.perf_counter()
         timed = kernels.timed_problem(problem)
-        with torch.no_grad():
-            runners = {name: _kernel(problem.op, name).build(timed) for name in names}
-            if streamed:
-                times = best_times({name: streaming(run) for name, run in runners.items()}, evict=False)
-            else:
-                times = best_times(runners)
+        try:
+            with torch.no_grad():
+                runners = {name: _kernel(problem.op, name).build(timed) for name in names}
+                if streamed:
+                    times = best_times({name: streaming(run) for name, run in runners.items()}, evict=False)
+                else:
+                    times = best_times(runners)
+        finally:
+            kernels.operands_released()
         self.spent_s += time.perf_counter() - start
         best, ratio = _decide(names, times)
         entry: dict[str, object] = {"picked": best, "ratio": ratio, "seconds": times}
