@@ -174,3 +174,23 @@ def test_a_symbolic_trace_calls_its_modules_through_the_locals() -> None:
     assert '_module_0 = self.encoder; _module_1 = _module_0.layer; encoder_layer_0 = getattr(_module_1, "0")(x)' in source
     assert module_reads(gm, x) == 2 + 3 + 3 * 2
     torch.testing.assert_close(gm(x), expected, rtol=0, atol=0)
+
+
+def test_a_read_no_node_uses_goes_through_the_locals_too() -> None:
+    """A fused call that replaced a weight leaves the weight's get_attr for reverse; fx frees it on
+    its own line (`x = path;  x = None`), which reads through the locals like any other."""
+    gm = traced()
+    x = torch.randn(2, 8)
+    expected = gm(x)
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    with gm.graph.inserting_before(output):
+        unused = gm.graph.get_attr("encoder.layer.2.proj.weight")
+    gm.recompile()
+    assert f'{unused.name} = getattr(self.encoder.layer, "2").proj.weight;  {unused.name} = None' in gm.code
+    plain_reads = module_reads(gm, x)
+    assert plain_reads == 3 * (5 + 5 + 4) + 1 + 5
+    codegen.recompile(gm)
+    source = forward_source(gm)
+    assert f"{unused.name} = _module_7.weight;  {unused.name} = None" in source  # the third proj
+    assert module_reads(gm, x) == 8 + 11  # the modules once, then each of the 11 tensors
+    torch.testing.assert_close(gm(x), expected, rtol=0, atol=0)

@@ -9,8 +9,11 @@ the first time a line needs it, on that line: MobileNetV2's 106 tensors then cos
 reads and 106 tensor reads. Same graphs, interleaved rounds (docs/benchmarks.md, stop 43):
 MobileNetV2 `fast` 0.95x the time a forward, the real MiniLM `fast` + calibration 0.96x.
 
-Only the lines fx prints for get_attr nodes, and the callee of those it prints for call_module
-nodes (symbolic traces call their modules), change, each into statements on the same line (the
+Only the lines fx prints for get_attr nodes (alone or followed by the names fx frees there: a
+read no node uses, the weight a fused call replaced kept for reverse, is freed on its own line;
+MobileNetV2 `fast` + calibration: 447 -> 294 calls a forward, 5.49 -> 5.10 ms, medians of 30
+interleaved rounds), and the callee of those it prints for call_module nodes (symbolic traces
+call their modules), change, each into statements on the same line (the
 line numbers fx maps back to nodes stay right); the paths are walked in the same order as
 before, once per forward instead of once per tensor, so a forward that replaced a submodule
 halfway through would read the old one: no graph traced from a model does. `gm.code` stays the
@@ -34,6 +37,7 @@ except ImportError:  # a torch without it: forwards stay as torch compiles them
     _forward_from_src = None  # type: ignore[assignment]
 
 _INDENT = "    "
+_FREED = ";  "  # fx's separator before the names a line frees (`x = None`)
 
 
 def _attribute(base: str, name: str) -> str:
@@ -79,6 +83,18 @@ class _ModuleLocals:
         return name
 
 
+def _rest_of_line(line: str, read: str, op: str) -> str | None:
+    """What follows `read` on `line` where it is the line fx prints for the node: nothing or the
+    names fx frees after a get_attr (one no node reads is freed on its own line: a weight a fused
+    call replaced, kept for reverse), a call_module's arguments; None for any other line."""
+    if not line.startswith(read):
+        return None
+    rest = line[len(read) :]
+    if op == "get_attr":
+        return rest if rest == "" or rest.startswith(_FREED) else None
+    return rest if rest.startswith("(") else None
+
+
 def read_modules_once(code: PythonCode, graph: Graph) -> PythonCode:
     """`code` (the forward fx or the engine generated for `graph`) with its get_attr lines, and
     its call_module lines' callees, read through module locals. Lines not printed as fx prints
@@ -96,14 +112,12 @@ def read_modules_once(code: PythonCode, graph: Graph) -> PythonCode:
             continue
         read = f"{_INDENT}{node.name} = {_path_source(node.target)}"
         index = assigned.get(node.name)
-        if index is None or not (
-            lines[index] == read if node.op == "get_attr" else lines[index].startswith(read + "(")
-        ):
+        rest = None if index is None else _rest_of_line(lines[index], read, node.op)
+        if rest is None:
             continue
         parent, _, name = node.target.rpartition(".")
         statements: list[str] = []
         module = modules.local(parent, statements)
-        rest = lines[index][len(read) :]  # a call's arguments
         statements.append(f"{node.name} = {_attribute(module, name)}{rest}")
         lines[index] = _INDENT + "; ".join(statements)
         changed = True
