@@ -98,7 +98,7 @@ def _own_clamp(
     """The clamp fxopt's kernel applies for this call, None if the kernel does not run it: it
     takes 1x1 convolutions of stride 1, no padding and one group, with no activation, ReLU or
     ReLU6 (hardtanh 0..6), where the CPU has AVX512-VNNI."""
-    unit = values.shape[2:] == (1, 1) and all(s == 1 for s in stride) and all(p == 0 for p in padding)
+    unit = values.shape[2:] == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
     if not (unit and groups == 1 and _core.int8_pointwise_conv_vectorized()):
         return None
     if attr == "hardtanh" and len(scalars) == 2:
