@@ -112,7 +112,9 @@ def read_modules_once(code: PythonCode, graph: Graph) -> PythonCode:
             continue
         read = f"{_INDENT}{node.name} = {_path_source(node.target)}"
         index = assigned.get(node.name)
-        rest = None if index is None else _rest_of_line(lines[index], read, node.op)
+        if index is None:
+            continue
+        rest = _rest_of_line(lines[index], read, node.op)
         if rest is None:
             continue
         parent, _, name = node.target.rpartition(".")
