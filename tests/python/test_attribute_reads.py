@@ -112,16 +112,23 @@ def test_the_module_locals_take_no_name_the_graph_uses() -> None:
     torch.testing.assert_close(gm(x), expected, rtol=0, atol=0)
 
 
-def test_transformations_recompile_that_way_and_a_deep_copy_prints_plain_code() -> None:
+def test_transformations_recompile_that_way_and_deep_copies_keep_it() -> None:
     gm = traced()
     x = torch.randn(3, 8)
     expected = gm(x)
     optimized = compose(ChangeTrueDivToMulByInverse(), inplace=False)(gm)
     assert "_module_0 = self.encoder" in forward_source(optimized)
     torch.testing.assert_close(optimized(x), expected)
-    copied = copy.deepcopy(optimized)  # GraphModule.__init__ runs torch's recompile
-    assert copied.code == optimized.code and "_module_0" not in forward_source(copied)
-    torch.testing.assert_close(copied(x), optimized(x), rtol=0, atol=0)
+    # GraphModule.__init__ (torch's recompile) compiles the plain source; the copy then reads
+    # through locals again, and so does a copy of the copy
+    copied = copy.deepcopy(optimized)
+    again = copy.deepcopy(copied)
+    for copy_ in (copied, again):
+        assert copy_.code == optimized.code and forward_source(copy_) == forward_source(optimized)
+        assert module_reads(copy_, x) == module_reads(optimized, x) == 8 + 10
+        assert copy_.encoder is not optimized.encoder  # a deep copy still
+        torch.testing.assert_close(copy_(x), optimized(x), rtol=0, atol=0)
+    assert "_module_0" not in forward_source(copy.deepcopy(gm))  # a graph never recompiled by fxopt
 
 
 def test_lines_printed_otherwise_are_left_as_they_are() -> None:

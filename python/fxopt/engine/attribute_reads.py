@@ -19,8 +19,8 @@ before, once per forward instead of once per tensor, so a forward that replaced 
 halfway through would read the old one: no graph traced from a model does. `gm.code` stays the
 source fx prints for the graph (what reverse, saving and comparisons of graphs read); the forward
 is compiled from the rewritten source under the same line numbers, which tracebacks show. A deep
-copy (torch's recompile in `GraphModule.__init__`) compiles the plain source again: the same
-computation, the reads slower.
+copy (torch's recompile in `GraphModule.__init__`) compiles the plain source, then the copy's
+forward is compiled again this way (`_deepcopy_reading_modules_once`).
 """
 
 from __future__ import annotations
@@ -135,5 +135,16 @@ def compile_reading_modules_once(gm: GraphModule, code: PythonCode) -> bool:
     if rewritten is code or _forward_from_src is None:
         return False
     co_fields: dict[str, Any] = getattr(gm.graph, "_co_fields", {})
+    # Each GraphModule has a class of its own (GraphModule.__new__), so these reach gm only.
     type(gm).forward = _forward_from_src(rewritten.src, rewritten.globals, co_fields)
+    type(gm).__deepcopy__ = _deepcopy_reading_modules_once  # type: ignore[method-assign, assignment]
     return True
+
+
+def _deepcopy_reading_modules_once(gm: GraphModule, memo: dict[int, Any]) -> GraphModule:
+    """GraphModule's deep copy, whose forward reads each module once too: torch's copy runs
+    GraphModule.__init__, which compiles fx's plain source (MobileNetV2 `fast` + calibration:
+    a copy.deepcopy ran 5.89 ms a forward against 5.31, medians of 30 interleaved rounds)."""
+    copied = GraphModule.__deepcopy__(gm, memo)
+    compile_reading_modules_once(copied, copied.graph.python_code(root_module="self"))
+    return copied
