@@ -37,7 +37,7 @@ def _unchanged(entry: _Entry[T], source: torch.Tensor, others: tuple[torch.Tenso
     """Whether `entry` was made from these tensors as they are now. A loop, not generators: it runs
     on every call of a packed op (MobileNetV2: 53 a forward)."""
     versions = entry.versions
-    if versions[0] != _version(source):
+    if len(entry.others) != len(others) or versions[0] != _version(source):
         return False
     for index, t in enumerate(others):
         ref = entry.others[index]
